@@ -1,0 +1,128 @@
+#include "common/log.h"
+
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+#include "absl/strings/str_format.h"
+#include "common/clock.h"
+
+namespace gantry {
+namespace {
+
+std::mutex g_mu;
+std::string g_component = "gantry";
+LogLevel g_min_level = LogLevel::kInfo;
+
+const char* LevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarning: return "warning";
+    case LogLevel::kError: return "error";
+  }
+  return "info";
+}
+
+// Length of the valid UTF-8 sequence at s[i], or 0 when it is invalid.
+size_t Utf8SequenceLength(absl::string_view s, size_t i) {
+  unsigned char c = s[i];
+  size_t n;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) { n = 2; min = 0x80; }
+  else if ((c & 0xF0) == 0xE0) { n = 3; min = 0x800; }
+  else if ((c & 0xF8) == 0xF0) { n = 4; min = 0x10000; }
+  else return 0;
+  if (i + n > s.size()) return 0;
+  unsigned cp = c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    unsigned char cc = s[i + k];
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+std::string FormatLine(const std::string& component, LogLevel level,
+                       absl::string_view event, std::initializer_list<LogField> fields,
+                       int64_t unix_micros) {
+  time_t secs = static_cast<time_t>(unix_micros / 1'000'000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  std::string line = absl::StrFormat(
+      "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%06dZ\",\"level\":\"%s\",\"component\":",
+      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+      static_cast<int>(unix_micros % 1'000'000), LevelName(level));
+  AppendJsonString(component, &line);
+  line += ",\"event\":";
+  AppendJsonString(event, &line);
+  for (const auto& field : fields) {
+    line += ',';
+    AppendJsonString(field.first, &line);
+    line += ':';
+    AppendJsonString(field.second, &line);
+  }
+  line += '}';
+  return line;
+}
+
+}  // namespace
+
+void AppendJsonString(absl::string_view text, std::string* out) {
+  out->push_back('"');
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = text[i];
+    if (c >= 0x80) {
+      size_t n = Utf8SequenceLength(text, i);
+      if (n == 0) {
+        out->append("\xEF\xBF\xBD");
+        ++i;
+      } else {
+        out->append(text.data() + i, n);
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        if (c < 0x20) {
+          out->append(absl::StrFormat("\\u%04x", c));
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+    ++i;
+  }
+  out->push_back('"');
+}
+
+void InitLogging(absl::string_view component, LogLevel min_level) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_component = std::string(component);
+  g_min_level = min_level;
+}
+
+void Log(LogLevel level, absl::string_view event, std::initializer_list<LogField> fields) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (level < g_min_level) return;
+  std::string line =
+      FormatLine(g_component, level, event, fields, SystemClock().UnixMicros());
+  line.push_back('\n');
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+std::string FormatLogLineForTest(LogLevel level, absl::string_view event,
+                                 std::initializer_list<LogField> fields,
+                                 int64_t unix_micros) {
+  return FormatLine("test", level, event, fields, unix_micros);
+}
+
+}  // namespace gantry

@@ -1,0 +1,67 @@
+#include "common/zmq_io.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace gantry {
+
+absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int timeout_ms,
+                                                    const RecvLimits& limits) {
+  try {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) {
+      return absl::DeadlineExceededError("no message within the timeout");
+    }
+    std::vector<std::string> frames;
+    size_t total = 0;
+    bool oversized = false;
+    for (;;) {
+      zmq::message_t part;
+      // The first part is ready; later parts of a multipart message arrive atomically.
+      if (!socket.recv(part, zmq::recv_flags::dontwait)) {
+        return absl::InternalError("multipart message ended early");
+      }
+      total += part.size();
+      if (!oversized && (frames.size() >= limits.max_frames || total > limits.max_total_bytes)) {
+        oversized = true;
+        frames.clear();
+      }
+      if (!oversized) frames.emplace_back(part.to_string());
+      if (!part.more()) break;
+    }
+    if (oversized) {
+      return Error(absl::StatusCode::kInvalidArgument, "protocol_error",
+                   absl::StrCat("message over the limits (", limits.max_frames, " frames, ",
+                                limits.max_total_bytes, " bytes); discarded"));
+    }
+    return frames;
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("zmq recv: ", e.what()));
+  }
+}
+
+absl::Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames) {
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      zmq::send_flags flags = zmq::send_flags::dontwait;
+      if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
+      if (!socket.send(zmq::buffer(frames[i]), flags)) {
+        return Error(absl::StatusCode::kUnavailable, "worker_lost",
+                     "send would block (peer's queue is full)");
+      }
+    }
+    return absl::OkStatus();
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) {
+      return Error(absl::StatusCode::kUnavailable, "worker_lost",
+                   "peer identity is not routable (disconnected)");
+    }
+    return absl::InternalError(absl::StrCat("zmq send: ", e.what()));
+  }
+}
+
+std::string LastEndpoint(zmq::socket_t& socket) {
+  return socket.get(zmq::sockopt::last_endpoint);
+}
+
+}  // namespace gantry

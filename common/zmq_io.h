@@ -1,0 +1,48 @@
+// Multipart send/receive on cppzmq sockets with Gantry's error vocabulary.
+//
+// Receiving bounds what a peer can make us hold (frame count and total bytes); an
+// oversized message is drained and reported, never half-returned. Sending on a ROUTER
+// socket with ZMQ_ROUTER_MANDATORY set reports an unroutable identity as UNAVAILABLE
+// instead of dropping the message silently.
+//
+// Thread-safety: ZeroMQ sockets are not thread-safe; neither are these calls on the
+// same socket.
+#ifndef GANTRY_COMMON_ZMQ_IO_H_
+#define GANTRY_COMMON_ZMQ_IO_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace gantry {
+
+struct RecvLimits {
+  size_t max_frames = 8;
+  size_t max_total_bytes = (64u << 20) + 4096;
+};
+
+// Receives one whole multipart message, waiting at most `timeout_ms` (-1: forever,
+// 0: do not wait).
+// Errors: DEADLINE_EXCEEDED when nothing arrived in time; INVALID_ARGUMENT with reason
+// "protocol_error" when the message exceeded `limits` (the rest of it is discarded);
+// UNAVAILABLE when the socket or context was closed.
+absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int timeout_ms,
+                                                    const RecvLimits& limits = {});
+
+// Sends `frames` as one multipart message (non-blocking).
+// Errors: UNAVAILABLE (reason "worker_lost") when the peer is unroutable or the send
+// would block; INTERNAL on other socket errors.
+absl::Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames);
+
+// The endpoint a socket actually bound, e.g. "tcp://127.0.0.1:40123" after binding
+// "tcp://127.0.0.1:*".
+std::string LastEndpoint(zmq::socket_t& socket);
+
+}  // namespace gantry
+
+#endif  // GANTRY_COMMON_ZMQ_IO_H_
