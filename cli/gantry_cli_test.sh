@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The gantry binary as a user runs it: help, per-command help, exit statuses.
+set -u
+g=cli/gantry
+fail=0
+check() {  # check NAME EXPECTED_STATUS GREP_PATTERN -- ARGS...
+  local name=$1 want=$2 pattern=$3; shift 4
+  local out status
+  out=$("$g" "$@" 2>&1); status=$?
+  if [ "$status" != "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: status $status (want $want), output: $out"; fail=1
+  else
+    echo "ok   $name"
+  fi
+}
+check help          0 'Commands:'                  -- --help
+check help-lists    0 'errors +list the stable'    -- --help
+check no-args       2 'Usage: gantry <command>'    --
+check unknown       2 "unknown command 'frobnicate'" -- frobnicate
+check version       0 'worker protocol GNTW01 \(version 1\)' -- version
+check version-help  0 'Usage: gantry version'      -- version --help
+check help-version  0 'Usage: gantry version'      -- help version
+check version-args  2 'takes no arguments'         -- version extra
+check errors        0 'context_length_exceeded +INVALID_ARGUMENT +400' -- errors
+check errors-json   0 '"reason":"queue_full","code":"RESOURCE_EXHAUSTED","http":429,"retryable":true' -- errors --json
+check errors-bad    2 "unknown option '--xml'"     -- errors --xml
+exit $fail
