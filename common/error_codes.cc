@@ -29,8 +29,8 @@ constexpr ErrorReason kReasons[] = {
      "the model produced a tool call that failed validation"},
     {"too_many_tool_calls", C::kInvalidArgument, 422, false,
      "more tool calls than parallel_tool_calls / max_tool_calls allow"},
-    {"budget_exhausted", C::kResourceExhausted, 429, false,
-     "the principal's token budget for the period is spent"},
+    {"budget_exhausted", C::kResourceExhausted, 429, true,
+     "the principal's token budget for the period is spent (Retry-After: until it resets)"},
     // Transient: retry after Retry-After.
     {"rate_limited", C::kResourceExhausted, 429, true, "requests per minute exceeded"},
     {"queue_full", C::kResourceExhausted, 429, true, "the model's admission queue is full"},
@@ -39,7 +39,7 @@ constexpr ErrorReason kReasons[] = {
     {"deadline_exceeded", C::kDeadlineExceeded, 504, true, "the request's deadline passed"},
     {"cancelled", C::kCancelled, 499, false, "the client cancelled the request"},
     // Gantry's own faults.
-    {"protocol_error", C::kInternal, 502, false,
+    {"protocol_error", C::kInvalidArgument, 502, false,
      "a peer sent a malformed or out-of-order frame"},
     {"bundle_mismatch", C::kFailedPrecondition, 500, false,
      "a bundle asset does not match its pinned SHA-256"},

@@ -33,7 +33,7 @@ TEST(ErrorCodesTest, ReasonsAreUniqueSnakeCaseAndConsistent) {
 TEST(ErrorCodesTest, RequestsThatCanNeverSucceedAre4xx) {
   for (const char* reason : {"invalid_json", "policy_denied", "model_not_found",
                              "context_length_exceeded", "tool_protocol_undeclared",
-                             "template_render_failed", "budget_exhausted"}) {
+                             "template_render_failed"}) {
     absl::Status s = ReasonError(reason, "x");
     int http = HttpStatusFor(s);
     EXPECT_GE(http, 400) << reason;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "gantry/v1/status.pb.h"
 
 namespace gantry {
@@ -11,6 +12,7 @@ namespace {
 // Type URL of the payload that carries the reason; part of no wire format (the wire
 // carries v1::Status.reason), only of in-process statuses.
 constexpr absl::string_view kReasonPayload = "gantry.dev/reason";
+constexpr absl::string_view kRetryAfterPayload = "gantry.dev/retry_after_ms";
 
 struct CodeNameEntry {
   absl::StatusCode code;
@@ -51,6 +53,20 @@ std::string ReasonOf(const absl::Status& status) {
   return payload ? std::string(*payload) : std::string();
 }
 
+absl::Status WithRetryAfter(absl::Status status, uint32_t retry_after_ms) {
+  if (!status.ok() && retry_after_ms > 0) {
+    status.SetPayload(kRetryAfterPayload, absl::Cord(std::to_string(retry_after_ms)));
+  }
+  return status;
+}
+
+uint32_t RetryAfterMs(const absl::Status& status) {
+  auto payload = status.GetPayload(kRetryAfterPayload);
+  uint32_t ms = 0;
+  if (payload && absl::SimpleAtoi(std::string(*payload), &ms)) return ms;
+  return 0;
+}
+
 std::string CodeName(absl::StatusCode code) {
   for (const auto& entry : kCodeNames) {
     if (entry.code == code) return entry.name;
@@ -70,12 +86,14 @@ void ToProto(const absl::Status& status, v1::Status* out) {
   out->set_code(CodeName(status.code()));
   out->set_reason(ReasonOf(status));
   out->set_message(std::string(status.message()));
+  out->set_retry_after_ms(RetryAfterMs(status));
 }
 
 absl::Status FromProto(const v1::Status& status) {
   absl::StatusCode code = CodeFromName(status.code());
   if (code == absl::StatusCode::kOk) return absl::OkStatus();
-  return Error(code, status.reason(), status.message());
+  return WithRetryAfter(Error(code, status.reason(), status.message()),
+                        status.retry_after_ms());
 }
 
 }  // namespace gantry

@@ -10,6 +10,7 @@
 #ifndef GANTRY_COMMON_STATUS_H_
 #define GANTRY_COMMON_STATUS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -28,6 +29,13 @@ absl::Status Error(absl::StatusCode code, absl::string_view reason,
 
 // The reason attached by Error(), or "" when none was attached.
 std::string ReasonOf(const absl::Status& status);
+
+// Returns `status` with a retry hint attached (for RESOURCE_EXHAUSTED / UNAVAILABLE):
+// the gateway sends it as Retry-After, the wire as Status.retry_after_ms.
+absl::Status WithRetryAfter(absl::Status status, uint32_t retry_after_ms);
+
+// The hint attached by WithRetryAfter(), or 0.
+uint32_t RetryAfterMs(const absl::Status& status);
 
 // Canonical name of a code: "INVALID_ARGUMENT". Never empty.
 std::string CodeName(absl::StatusCode code);

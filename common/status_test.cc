@@ -43,6 +43,20 @@ TEST(StatusTest, ProtoRoundTripKeepsCodeReasonMessage) {
   EXPECT_EQ(back.message(), "9000 > 8192");
 }
 
+TEST(StatusTest, RetryAfterTravelsThroughTheWireForm) {
+  absl::Status busy = WithRetryAfter(Error(absl::StatusCode::kResourceExhausted, "queue_full", "full"), 1500);
+  EXPECT_EQ(RetryAfterMs(busy), 1500u);
+  v1::Status wire;
+  ToProto(busy, &wire);
+  EXPECT_EQ(wire.retry_after_ms(), 1500u);
+  absl::Status back = FromProto(wire);
+  EXPECT_EQ(RetryAfterMs(back), 1500u);
+  EXPECT_EQ(ReasonOf(back), "queue_full");
+  EXPECT_EQ(RetryAfterMs(absl::InternalError("x")), 0u);
+  // A hint on success is meaningless and dropped.
+  EXPECT_EQ(RetryAfterMs(WithRetryAfter(absl::OkStatus(), 10)), 0u);
+}
+
 TEST(StatusTest, OkProtoIsOkAndEmptyCodeIsNot) {
   v1::Status wire;
   ToProto(absl::OkStatus(), &wire);

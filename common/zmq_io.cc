@@ -1,6 +1,7 @@
 #include "common/zmq_io.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
 #include "common/status.h"
 
 namespace gantry {
@@ -30,8 +31,8 @@ absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int t
       if (!part.more()) break;
     }
     if (oversized) {
-      return Error(absl::StatusCode::kInvalidArgument, "protocol_error",
-                   absl::StrCat("message over the limits (", limits.max_frames, " frames, ",
+      return ReasonError("protocol_error",
+                         absl::StrCat("message over the limits (", limits.max_frames, " frames, ",
                                 limits.max_total_bytes, " bytes); discarded"));
     }
     return frames;
@@ -46,15 +47,13 @@ absl::Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& f
       zmq::send_flags flags = zmq::send_flags::dontwait;
       if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
       if (!socket.send(zmq::buffer(frames[i]), flags)) {
-        return Error(absl::StatusCode::kUnavailable, "worker_lost",
-                     "send would block (peer's queue is full)");
+        return ReasonError("worker_lost", "send would block (the peer's queue is full)");
       }
     }
     return absl::OkStatus();
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) {
-      return Error(absl::StatusCode::kUnavailable, "worker_lost",
-                   "peer identity is not routable (disconnected)");
+      return ReasonError("worker_lost", "peer identity is not routable (disconnected)");
     }
     return absl::InternalError(absl::StrCat("zmq send: ", e.what()));
   }

@@ -3,13 +3,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
 #include "common/status.h"
 
 namespace gantry::wire {
 namespace {
 
 absl::Status ProtocolError(absl::string_view what) {
-  return Error(absl::StatusCode::kInvalidArgument, "protocol_error", what);
+  return ReasonError("protocol_error", what);
 }
 
 // Parses `body` into the alternative of WorkerMessage that `command` names.
@@ -32,6 +33,7 @@ absl::Status CheckRequired(const WorkerMessage& message) {
       }
       if (m.worker_id().empty()) return ProtocolError("READY without worker_id");
       if (m.slots() == 0) return ProtocolError("READY with 0 slots");
+      if (m.heartbeat_interval_ms() == 0) return ProtocolError("READY without heartbeat_interval_ms");
       if (m.free_slots() > m.slots()) return ProtocolError("READY free_slots > slots");
       if (m.bundle().identity_sha256().empty() || m.bundle().model().empty()) {
         return ProtocolError("READY without bundle identity");

@@ -117,6 +117,10 @@ TEST(WorkerFramesTest, RequiredFieldsAreChecked) {
   ExpectProtocolError(DecodeFrames(EncodeFrames(ready), Direction::kWorkerToRouter),
                       "free_slots > slots");
   ready = SampleReady();
+  ready.set_heartbeat_interval_ms(0);
+  ExpectProtocolError(DecodeFrames(EncodeFrames(ready), Direction::kWorkerToRouter),
+                      "heartbeat_interval_ms");
+  ready = SampleReady();
   ready.clear_bundle();
   ExpectProtocolError(DecodeFrames(EncodeFrames(ready), Direction::kWorkerToRouter),
                       "bundle identity");

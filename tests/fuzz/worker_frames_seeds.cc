@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   ready.set_worker_id("h/1/x");
   ready.set_slots(2);
   ready.set_free_slots(1);
+  ready.set_heartbeat_interval_ms(1000);
   ready.mutable_bundle()->set_model("m");
   ready.mutable_bundle()->set_identity_sha256("ab");
   Write(dir, "ready", true, ready);

@@ -65,6 +65,7 @@ v1::Ready MakeReady() {
   ready.set_worker_id("test/1/w");
   ready.set_slots(2);
   ready.set_free_slots(2);
+  ready.set_heartbeat_interval_ms(wire::kHeartbeatIntervalMs);
   ready.mutable_bundle()->set_model("demo");
   ready.mutable_bundle()->set_identity_sha256(std::string(64, 'b'));
   return ready;
