@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 
 namespace gantry {
 namespace {
@@ -22,27 +23,6 @@ const char* LevelName(LogLevel level) {
     case LogLevel::kError: return "error";
   }
   return "info";
-}
-
-// Length of the valid UTF-8 sequence at s[i], or 0 when it is invalid.
-size_t Utf8SequenceLength(absl::string_view s, size_t i) {
-  unsigned char c = s[i];
-  size_t n;
-  unsigned min;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) { n = 2; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { n = 3; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { n = 4; min = 0x10000; }
-  else return 0;
-  if (i + n > s.size()) return 0;
-  unsigned cp = c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) {
-    unsigned char cc = s[i + k];
-    if ((cc & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
 }
 
 std::string FormatLine(const std::string& component, LogLevel level,

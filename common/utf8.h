@@ -1,0 +1,29 @@
+// UTF-8 helpers shared by everything that handles text from outside (JSON, logs,
+// tokenizers). Strict: overlong forms, surrogates and code points above U+10FFFF are
+// invalid.
+//
+// Thread-safety: pure functions.
+#ifndef GANTRY_COMMON_UTF8_H_
+#define GANTRY_COMMON_UTF8_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace gantry {
+
+// Length (1-4) of the valid UTF-8 sequence starting at s[i], or 0 when the bytes there
+// are not one. Precondition: i < s.size(). When `code_point` is given, it receives the
+// decoded value.
+size_t Utf8SequenceLength(absl::string_view s, size_t i, uint32_t* code_point = nullptr);
+
+bool IsValidUtf8(absl::string_view s);
+
+// Appends the UTF-8 encoding of `code_point`. Precondition: a Unicode scalar value.
+void AppendUtf8(uint32_t code_point, std::string* out);
+
+}  // namespace gantry
+
+#endif  // GANTRY_COMMON_UTF8_H_
