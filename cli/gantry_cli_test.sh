@@ -2,15 +2,15 @@
 # The gantry binary as a user runs it: help, per-command help, exit statuses.
 set -u
 g=cli/gantry
-fail=0
+source tests/lib/shtest.sh
 check() {  # check NAME EXPECTED_STATUS GREP_PATTERN -- ARGS...
   local name=$1 want=$2 pattern=$3; shift 4
   local out status
   out=$("$g" "$@" 2>&1); status=$?
   if [ "$status" != "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: status $status (want $want), output: $out"; fail=1
+    bad "$name" "status $status (want $want), output: $out"
   else
-    echo "ok   $name"
+    ok "$name"
   fi
 }
 check help          0 'Commands:'                  -- --help
@@ -24,4 +24,4 @@ check version-args  2 'takes no arguments'         -- version extra
 check errors        0 'context_length_exceeded +INVALID_ARGUMENT +400' -- errors
 check errors-json   0 '"reason":"queue_full","code":"RESOURCE_EXHAUSTED","http":429,"retryable":true' -- errors --json
 check errors-bad    2 "unknown option '--xml'"     -- errors --xml
-exit $fail
+finish

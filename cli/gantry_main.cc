@@ -4,6 +4,7 @@
 
 #include "cli/builtin_commands.h"
 #include "cli/subcommand.h"
+#include "ledger/ledger_commands.h"
 
 int main(int argc, char** argv) {
   using gantry::cli::Subcommand;
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   const std::vector<Subcommand> table = {
       gantry::cli::kVersionCommand,
       gantry::cli::kErrorsCommand,
+      gantry::ledger::kLedgerCommand,
   };
   return gantry::cli::Dispatch(table, std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -69,6 +69,9 @@ absl::StatusOr<VerifyReport> VerifyLedger(const std::string& database_url,
       }
       if (rows.size() < static_cast<size_t>(kPage)) break;
     }
+  } catch (const pqxx::undefined_table&) {
+    return absl::FailedPreconditionError(
+        "this database holds no ledger (no ledger_events table; a writer creates it)");
   } catch (const pqxx::broken_connection& e) {
     return absl::UnavailableError(absl::StrCat("ledger database unreachable: ", e.what()));
   } catch (const std::exception& e) {

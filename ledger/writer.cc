@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <pqxx/pqxx>
 
 #include "absl/strings/match.h"
@@ -52,7 +53,9 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerWriter::Start(WriterOptions 
   if (options.spool_dir.empty() || options.max_batch == 0 || options.max_queued == 0) {
     return absl::InvalidArgumentError("ledger writer needs spool_dir, max_batch, max_queued");
   }
-  ::mkdir(options.spool_dir.c_str(), 0700);
+  std::error_code ignored;
+  std::filesystem::create_directories(options.spool_dir, ignored);
+  ::chmod(options.spool_dir.c_str(), 0700);
   std::unique_ptr<LedgerWriter> writer(new LedgerWriter(std::move(options)));
   const std::string own_id = NewId("w");
   auto spool = Spool::Open(absl::StrCat(writer->options_.spool_dir, "/spool-", own_id, ".log"));

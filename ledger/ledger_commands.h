@@ -1,0 +1,13 @@
+// `gantry ledger`: verify, export, tail, append.
+#ifndef GANTRY_LEDGER_LEDGER_COMMANDS_H_
+#define GANTRY_LEDGER_LEDGER_COMMANDS_H_
+
+#include "cli/subcommand.h"
+
+namespace gantry::ledger {
+
+extern const cli::Subcommand kLedgerCommand;
+
+}  // namespace gantry::ledger
+
+#endif  // GANTRY_LEDGER_LEDGER_COMMANDS_H_
