@@ -43,6 +43,7 @@ constexpr ErrorReason kReasons[] = {
      "a peer sent a malformed or out-of-order frame"},
     {"bundle_mismatch", C::kFailedPrecondition, 500, false,
      "a bundle asset does not match its pinned SHA-256"},
+    {"invalid_gguf", C::kInvalidArgument, 500, false, "a GGUF model file is malformed or truncated"},
     {"internal", C::kInternal, 500, false, "a bug in Gantry"},
 };
 
