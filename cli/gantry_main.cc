@@ -5,6 +5,10 @@
 #include "cli/builtin_commands.h"
 #include "cli/subcommand.h"
 #include "ledger/ledger_commands.h"
+#include "worker/bundle/bundle_commands.h"
+#include "policy/policy_commands.h"
+#include "tokenizer-svc/tokenizer/tokenizer_commands.h"
+#include "tokenizer-svc/jinja/render_command.h"
 
 int main(int argc, char** argv) {
   using gantry::cli::Subcommand;
@@ -14,6 +18,11 @@ int main(int argc, char** argv) {
       gantry::cli::kVersionCommand,
       gantry::cli::kErrorsCommand,
       gantry::ledger::kLedgerCommand,
+      gantry::bundle::kBundleCommand,
+      gantry::policy::kPolicyCommand,
+      gantry::tokenizer::kTokenizeCommand,
+      gantry::tokenizer::kDetokenizeCommand,
+      gantry::jinja::kRenderCommand,
   };
   return gantry::cli::Dispatch(table, std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -390,6 +391,8 @@ class Parser {
     }
     ++pos_;
     *out = Value::EmptyObject();
+    constexpr size_t kIndexAbove = 16;
+    std::unordered_map<std::string, size_t> index;
     SkipSpace();
     if (pos_ < s_.size() && s_[pos_] == '}') {
       ++pos_;
@@ -412,7 +415,28 @@ class Parser {
       SkipSpace();
       Value value;
       if (!ParseValue(&value, depth)) return false;
-      out->Set(std::move(key), std::move(value));
+      // Duplicate keys keep their first position and take the last value. Small objects
+      // search linearly; large ones (a tokenizer's vocab) through an index, so parsing
+      // stays linear in the input.
+      auto& members = out->members();
+      if (index.empty() && members.size() < kIndexAbove) {
+        Value* existing = out->Find(key);
+        if (existing) {
+          *existing = std::move(value);
+        } else {
+          members.emplace_back(std::move(key), std::move(value));
+        }
+      } else {
+        if (index.empty()) {
+          for (size_t i = 0; i < members.size(); ++i) index.emplace(members[i].first, i);
+        }
+        auto [it, inserted] = index.emplace(key, members.size());
+        if (inserted) {
+          members.emplace_back(std::move(key), std::move(value));
+        } else {
+          members[it->second].second = std::move(value);
+        }
+      }
       SkipSpace();
       if (pos_ >= s_.size()) {
         Fail("unterminated object");

@@ -64,6 +64,18 @@ TEST(JsonTest, ObjectsKeepOrderAndDuplicatesKeepFirstPositionLastValue) {
   EXPECT_EQ(v.Find("missing"), nullptr);
 }
 
+TEST(JsonTest, LargeObjectsKeepOrderAndDuplicateRule) {
+  std::string text = "{";
+  for (int i = 0; i < 200000; ++i) text += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ",";
+  text += "\"k7\": -1, \"k199999\": -2}";
+  Value v = MustParse(text);
+  ASSERT_EQ(v.members().size(), 200000u);
+  EXPECT_EQ(v.members()[7].first, "k7");
+  EXPECT_EQ(DumpCompact(v.members()[7].second), "-1");
+  EXPECT_EQ(DumpCompact(v.members().back().second), "-2");
+  EXPECT_EQ(v.members()[8].first, "k8");
+}
+
 TEST(JsonTest, StringEscapesAndSurrogatePairs) {
   Value v = MustParse(R"(["\ud83d\ude00", "\/\b\f\t\r\n", "\u0000"])");
   EXPECT_EQ(v.items()[0].as_string(), "\xF0\x9F\x98\x80");

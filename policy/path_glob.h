@@ -1,0 +1,30 @@
+// Path globs for tool arguments and command operands.
+//
+// Syntax: `*` matches any run of characters within one path segment (no '/'), `?` one
+// character other than '/', `**/` at the start of a segment zero or more whole
+// segments, a final `**` the rest of the path (one or more characters, '/' included).
+// Every other character matches itself; there are no classes or escapes.
+//
+// Matching is lexical. A value that is not a clean path (empty, contains NUL, an empty
+// segment "//", a "." or ".." segment, or a trailing '/') never matches, so
+// "/workspace/../etc/passwd" cannot pass "/workspace/**". Resolving symlinks is the
+// sandbox's job (sandbox-svc/), which checks the resolved path against the same globs.
+//
+// Thread-safety: pure functions.
+#ifndef GANTRY_POLICY_PATH_GLOB_H_
+#define GANTRY_POLICY_PATH_GLOB_H_
+
+#include "absl/strings/string_view.h"
+
+namespace gantry::policy {
+
+// Whether `path` is clean in the sense above.
+bool IsCleanPath(absl::string_view path);
+
+// Whether `path` is clean and matches `pattern`. Cost O(|pattern| * |path|) time and
+// space; paths longer than 4096 bytes never match.
+bool GlobMatch(absl::string_view pattern, absl::string_view path);
+
+}  // namespace gantry::policy
+
+#endif  // GANTRY_POLICY_PATH_GLOB_H_

@@ -1,0 +1,259 @@
+#include "policy/policy_commands.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "policy/policy_decide.h"
+#include "policy/policy_loader.h"
+
+namespace gantry::policy {
+namespace {
+
+int Usage(const char* message) {
+  std::fprintf(stderr, "gantry policy: %s (see gantry policy --help)\n", message);
+  return 2;
+}
+
+// TEMPORARY: common/json.h is being written; until it lands, --args accepts only a flat
+// JSON object whose values are strings, numbers, true, false or null (kept as their
+// text). Replace with the common parser when it exists.
+bool ParseFlatJsonObject(const std::string& text,
+                         std::vector<std::pair<std::string, std::string>>* out,
+                         std::string* error) {
+  size_t i = 0;
+  auto skip = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
+                               text[i] == '\r')) {
+      ++i;
+    }
+  };
+  auto parse_string = [&](std::string* s) -> bool {
+    if (i >= text.size() || text[i] != '"') return false;
+    ++i;
+    while (i < text.size() && text[i] != '"') {
+      char c = text[i++];
+      if (c == '\\') {
+        if (i >= text.size()) return false;
+        char e = text[i++];
+        switch (e) {
+          case '"': case '\\': case '/': s->push_back(e); break;
+          case 'n': s->push_back('\n'); break;
+          case 't': s->push_back('\t'); break;
+          case 'r': s->push_back('\r'); break;
+          case 'b': s->push_back('\b'); break;
+          case 'f': s->push_back('\f'); break;
+          default: return false;  // \uXXXX is not supported by this stopgap
+        }
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        return false;
+      } else {
+        s->push_back(c);
+      }
+    }
+    if (i >= text.size()) return false;
+    ++i;
+    return true;
+  };
+  skip();
+  if (i >= text.size() || text[i] != '{') return *error = "expected a JSON object", false;
+  ++i;
+  skip();
+  if (i < text.size() && text[i] == '}') {
+    ++i;
+  } else {
+    while (true) {
+      skip();
+      std::string key, value;
+      if (!parse_string(&key)) return *error = "expected a string key", false;
+      skip();
+      if (i >= text.size() || text[i] != ':') return *error = "expected ':'", false;
+      ++i;
+      skip();
+      if (i < text.size() && text[i] == '"') {
+        if (!parse_string(&value)) return *error = "bad string value", false;
+      } else {
+        size_t start = i;
+        while (i < text.size() && text[i] != ',' && text[i] != '}' && text[i] != ' ') ++i;
+        value = text.substr(start, i - start);
+        if (value.empty() || value[0] == '{' || value[0] == '[') {
+          return *error = "values must be strings, numbers, true, false or null", false;
+        }
+      }
+      out->emplace_back(std::move(key), std::move(value));
+      skip();
+      if (i < text.size() && text[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < text.size() && text[i] == '}') {
+        ++i;
+        break;
+      }
+      return *error = "expected ',' or '}'", false;
+    }
+  }
+  skip();
+  if (i != text.size()) return *error = "trailing characters after the object", false;
+  return true;
+}
+
+// Splits "ARGV..." on blanks; single and double quotes group words (no escapes).
+bool SplitArgv(const std::string& text, std::vector<std::string>* argv) {
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : text) {
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        word.push_back(c);
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t') {
+      if (in_word) argv->push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (quote != 0) return false;
+  if (in_word) argv->push_back(std::move(word));
+  return !argv->empty();
+}
+
+std::shared_ptr<const Snapshot> LoadOrReport(const std::string& path) {
+  auto snap = LoadPolicyFile(path);
+  if (!snap.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(snap.status().message()).c_str());
+    return nullptr;
+  }
+  return *std::move(snap);
+}
+
+int RunCheck(const std::vector<std::string>& args) {
+  if (args.size() != 1) return Usage("check takes exactly one FILE");
+  std::shared_ptr<const Snapshot> snap = LoadOrReport(args[0]);
+  if (snap == nullptr) return 1;
+  std::printf("%s: ok: %zu principals, %zu groups, %zu models, %zu examples hold\n"
+              "policy_sha256 %s\n",
+              snap->source.c_str(), snap->principals.size(), snap->groups.size(),
+              snap->models.size(), snap->examples.size(), snap->sha256.c_str());
+  return 0;
+}
+
+int RunHash(const std::vector<std::string>& args) {
+  if (args.size() != 1) return Usage("hash takes exactly one FILE");
+  std::shared_ptr<const Snapshot> snap = LoadOrReport(args[0]);
+  if (snap == nullptr) return 1;
+  std::printf("%s\n", snap->sha256.c_str());
+  return 0;
+}
+
+void PrintDecision(const Decision& d) {
+  std::printf("verdict: %s\n", VerdictName(d.verdict));
+  std::printf("rule: %s\n", d.rule_id.c_str());
+  if (!d.reason.empty()) std::printf("reason: %s\n", d.reason.c_str());
+  if (!d.message.empty()) std::printf("message: %s\n", d.message.c_str());
+  for (const ClampRecord& c : d.clamps) {
+    std::printf("clamp: %s %s -> %s\n", c.field.c_str(), c.requested.c_str(), c.applied.c_str());
+  }
+  if (!d.principal.empty()) {
+    std::printf("principal: %s (priority %s)\n", d.principal.c_str(), PriorityName(d.priority));
+    std::printf("budgets: tokens_per_day=%lld tokens_per_month=%lld requests_per_minute=%lld "
+                "concurrent_requests=%lld\n",
+                static_cast<long long>(d.budgets.tokens_per_day),
+                static_cast<long long>(d.budgets.tokens_per_month),
+                static_cast<long long>(d.budgets.requests_per_minute),
+                static_cast<long long>(d.budgets.concurrent_requests));
+  }
+  std::printf("policy_sha256: %s\n", d.policy_sha256.c_str());
+}
+
+int RunExplain(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("explain needs a FILE");
+  PolicyRequest request;
+  bool have_principal = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (i + 1 >= args.size()) return Usage(absl::StrCat(flag, " needs a value").c_str());
+    const std::string& value = args[++i];
+    if (flag == "--key" || flag == "--user") {
+      if (have_principal) return Usage("give one of --key, --user");
+      have_principal = true;
+      (flag == "--key" ? request.api_key : request.principal) = value;
+    } else if (flag == "--model") {
+      request.model = value;
+    } else if (flag == "--param") {
+      size_t eq = value.find('=');
+      std::optional<Param> param =
+          eq == std::string::npos ? std::nullopt : ParamFromName(value.substr(0, eq));
+      if (!param) return Usage(absl::StrCat("--param expects NAME=VALUE with a known NAME, got '", value, "'").c_str());
+      auto parsed = ParseParamValue(*param, value.substr(eq + 1));
+      if (!parsed.ok()) return Usage(std::string(parsed.status().message()).c_str());
+      request.params.Set(*param, *parsed);
+    } else if (flag == "--tool") {
+      request.tools.push_back(ToolCallRequest{value, {}});
+    } else if (flag == "--args") {
+      if (request.tools.empty()) return Usage("--args follows the --tool it belongs to");
+      std::string error;
+      if (!ParseFlatJsonObject(value, &request.tools.back().args, &error)) {
+        return Usage(absl::StrCat("--args: ", error).c_str());
+      }
+    } else if (flag == "--command") {
+      std::vector<std::string> argv;
+      if (!SplitArgv(value, &argv)) return Usage("--command needs a non-empty, properly quoted ARGV");
+      request.commands.push_back(std::move(argv));
+    } else {
+      return Usage(absl::StrCat("unknown option '", flag, "'").c_str());
+    }
+  }
+  if (!have_principal) return Usage("explain needs --key K or --user U");
+  std::shared_ptr<const Snapshot> snap = LoadOrReport(args[0]);
+  if (snap == nullptr) return 1;
+  PrintDecision(Decide(*snap, request));
+  return 0;
+}
+
+int RunPolicy(const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("expected check, explain or hash");
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "check") return RunCheck(rest);
+  if (args[0] == "hash") return RunHash(rest);
+  if (args[0] == "explain") return RunExplain(rest);
+  return Usage(absl::StrCat("unknown subcommand '", args[0], "'").c_str());
+}
+
+}  // namespace
+
+const cli::Subcommand kPolicyCommand = {
+    "policy", "check, explain and hash an access-policy file",
+    "Usage: gantry policy check FILE\n"
+    "       gantry policy hash FILE\n"
+    "       gantry policy explain FILE (--key K | --user U) [--model M]\n"
+    "                             [--param NAME=VALUE ...] [--tool NAME [--args JSON] ...]\n"
+    "                             [--command \"ARGV...\" ...]\n"
+    "\n"
+    "check    validates FILE (schema: docs/policy.md) and runs its inline examples\n"
+    "hash     prints the SHA-256 of the snapshot FILE compiles to (of its bytes)\n"
+    "explain  prints the decision for one request: verdict, deciding rule, reason,\n"
+    "         clamped values, the principal's priority and budgets\n"
+    "  --key K          the presented API key (hashed, then looked up)\n"
+    "  --user U         a user or service account by name\n"
+    "  --param N=V      max_tokens, temperature, top_p, top_k, seed, stop_strings,\n"
+    "                   tool_choice, parallel_tool_calls, reasoning_effort\n"
+    "  --tool NAME      a tool call; --args '{\"path\":\"/workspace/a\"}' gives its arguments\n"
+    "  --command ARGV   a command line; argv[0] must be the resolved absolute path\n"
+    "\n"
+    "Exit status: 0 success (explain: a decision was printed), 1 the policy did not load\n"
+    "(errors on stderr as FILE:LINE:COLUMN: PATH: message), 2 usage error.\n",
+    &RunPolicy};
+
+}  // namespace gantry::policy

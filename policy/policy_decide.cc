@@ -1,0 +1,369 @@
+#include "policy/policy_decide.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/sha256.h"
+#include "gantry/v1/policy.pb.h"
+#include "policy/path_glob.h"
+
+namespace gantry::policy {
+namespace {
+
+constexpr char kDefaultDeny[] = "default_deny";
+
+Decision& Deny(Decision& d, absl::string_view rule, absl::string_view reason,
+               std::string message) {
+  d.verdict = Verdict::kDeny;
+  d.rule_id = std::string(rule);
+  d.reason = std::string(reason);
+  d.message = std::move(message);
+  d.clamps.clear();
+  return d;
+}
+
+const Principal* FindPrincipal(const Snapshot& s, const PolicyRequest& r) {
+  const absl::flat_hash_map<std::string, int>& index =
+      r.api_key.empty() ? s.by_name : s.by_key_sha256;
+  auto it = r.api_key.empty() ? index.find(r.principal) : index.find(Sha256Hex(r.api_key));
+  return it == index.end() ? nullptr : &s.principals[it->second];
+}
+
+// Whether command-line argument `arg` is, or contains, flag `flag`. Long flags also
+// match "--flag=value"; a two-character short flag "-x" matches any single-dash
+// cluster containing x ("-ax", "-xVALUE"). Over-matching is deliberate: it only makes a
+// forbidden flag deny more.
+bool FlagMatches(absl::string_view arg, absl::string_view flag) {
+  if (arg == flag) return true;
+  if (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
+      arg[flag.size()] == '=') {
+    return true;
+  }
+  if (flag.size() == 2 && flag[0] == '-' && flag[1] != '-' && arg.size() > 2 &&
+      arg[0] == '-' && arg[1] != '-') {
+    return arg.find(flag[1], 1) != absl::string_view::npos;
+  }
+  return false;
+}
+
+// Whether `arg` is made only of allowed flags. A single-dash cluster "-la" needs every
+// letter allowed as its own short flag.
+bool FlagAllowed(absl::string_view arg, const std::vector<std::string>& allowed) {
+  for (const std::string& flag : allowed) {
+    if (arg == flag) return true;
+    if (flag.size() > 2 && arg.size() > flag.size() &&
+        arg.substr(0, flag.size()) == flag && arg[flag.size()] == '=') {
+      return true;
+    }
+  }
+  if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-') {
+    for (size_t i = 1; i < arg.size(); ++i) {
+      char short_flag[3] = {'-', arg[i], '\0'};
+      if (std::find(allowed.begin(), allowed.end(), short_flag) == allowed.end()) {
+        return false;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+// Why `constraint` rejects the call's arguments, or "".
+std::string ArgMismatch(const ArgConstraint& c, const ToolCallRequest& call) {
+  const std::string* value = nullptr;
+  for (const auto& [name, text] : call.args) {
+    if (name == c.arg) {
+      if (value != nullptr) return absl::StrCat("argument '", c.arg, "' appears twice");
+      value = &text;
+    }
+  }
+  if (value == nullptr) return absl::StrCat("argument '", c.arg, "' is required by ", c.rule_id);
+  if (!c.one_of.empty() &&
+      std::find(c.one_of.begin(), c.one_of.end(), *value) == c.one_of.end()) {
+    return absl::StrCat("argument '", c.arg, "' = '", *value, "' is not one of [",
+                        absl::StrJoin(c.one_of, ", "), "]");
+  }
+  if (!c.globs.empty()) {
+    bool any = false;
+    for (const std::string& glob : c.globs) any = any || GlobMatch(glob, *value);
+    if (!any) {
+      return absl::StrCat("argument '", c.arg, "' = '", *value, "' matches none of [",
+                          absl::StrJoin(c.globs, ", "), "]");
+    }
+  }
+  return "";
+}
+
+// Checks the model and its parameters; returns false after denying.
+bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
+                 Decision& d, std::string* allow_rule, std::string* clamp_rule) {
+  if (!s.models.contains(r.model)) {
+    Deny(d, "models", "unknown_model",
+         absl::StrCat("model '", r.model, "' is not declared in the policy"));
+    return false;
+  }
+  auto it = p.models.find(r.model);
+  if (it == p.models.end()) {
+    Deny(d, kDefaultDeny, "model_not_granted",
+         absl::StrCat("no grant of '", p.name, "' names model '", r.model, "'"));
+    return false;
+  }
+  const ModelAccess& access = it->second;
+  if (!access.deny_rule.empty()) {
+    Deny(d, access.deny_rule, "model_not_granted",
+         absl::StrCat("model '", r.model, "' is denied to '", p.name, "'"));
+    return false;
+  }
+  *allow_rule = access.grant_rule;
+  for (int i = 0; i < kParamCount; ++i) {
+    Param param = static_cast<Param>(i);
+    if (!r.params.Has(param)) continue;
+    double v = r.params.Get(param);
+    // NaN compares false with every bound, so it would slip through; reject it and any
+    // value outside the parameter's domain before looking at bounds.
+    bool valid = !std::isnan(v) && (!ParamIsIntegral(param) || v == std::floor(v));
+    if (param == Param::kToolChoice) valid = valid && v >= 0 && v <= 3;
+    if (!valid) {
+      Deny(d, "request", "invalid_request",
+           absl::StrCat(ParamName(param), " has a value outside its domain"));
+      return false;
+    }
+  }
+  for (int i = 0; i < kParamCount; ++i) {
+    const ParamRule& rule = access.params[i];
+    if (rule.parts.empty()) continue;
+    Param param = static_cast<Param>(i);
+    if (!r.params.Has(param)) {
+      // An omitted max_tokens would mean "the bundle's default", which may exceed the
+      // bound; the bound becomes the request's value instead.
+      if (param == Param::kMaxTokens && rule.hi != kNoMax) {
+        d.effective.Set(param, rule.hi);
+        d.clamps.push_back({ParamName(param), "unset", FormatParamValue(param, rule.hi)});
+        if (clamp_rule->empty()) {
+          for (const GrantBound& part : rule.parts) {
+            if (part.max == rule.hi) *clamp_rule = part.rule_id;
+          }
+        }
+      }
+      continue;
+    }
+    double v = r.params.Get(param);
+    const GrantBound* clamp_part = nullptr;
+    for (const GrantBound& part : rule.parts) {
+      bool outside = param == Param::kToolChoice
+                         ? !(part.allowed_mask & (1u << static_cast<int>(v)))
+                         : (v < part.min || v > part.max);
+      if (!outside) continue;
+      if (part.action == BoundAction::kReject || param == Param::kToolChoice) {
+        Deny(d, part.rule_id, "parameter_out_of_range",
+             absl::StrCat(ParamName(param), " = ", FormatParamValue(param, v),
+                          " is outside the bound of ", part.rule_id));
+        return false;
+      }
+      if (clamp_part == nullptr) clamp_part = &part;
+    }
+    if (clamp_part != nullptr) {
+      double applied = std::min(std::max(v, rule.lo), rule.hi);
+      d.effective.Set(param, applied);
+      d.clamps.push_back({ParamName(param), FormatParamValue(param, v),
+                          FormatParamValue(param, applied)});
+      if (clamp_rule->empty()) *clamp_rule = clamp_part->rule_id;
+    }
+  }
+  return true;
+}
+
+bool DecideTool(const Principal& p, const ToolCallRequest& call, Decision& d,
+                std::string* allow_rule) {
+  auto it = p.tools.find(call.name);
+  if (it == p.tools.end()) {
+    Deny(d, kDefaultDeny, "tool_not_granted",
+         absl::StrCat("no grant of '", p.name, "' names tool '", call.name, "'"));
+    return false;
+  }
+  const ToolAccess& access = it->second;
+  if (!access.deny_rule.empty()) {
+    Deny(d, access.deny_rule, "tool_not_granted",
+         absl::StrCat("tool '", call.name, "' is denied to '", p.name, "'"));
+    return false;
+  }
+  for (const ToolGrant& grant : access.grants) {
+    for (const ArgConstraint& c : grant.args) {
+      std::string why = ArgMismatch(c, call);
+      if (!why.empty()) {
+        Deny(d, c.rule_id, "tool_arguments_not_allowed",
+             absl::StrCat("tool '", call.name, "': ", why));
+        return false;
+      }
+    }
+  }
+  if (allow_rule->empty()) *allow_rule = access.grants.front().rule_id;
+  return true;
+}
+
+bool DecideCommand(const Principal& p, const std::vector<std::string>& argv, Decision& d,
+                   std::string* allow_rule) {
+  if (argv.empty()) {
+    Deny(d, "request", "invalid_request", "a command has an empty argv");
+    return false;
+  }
+  const std::string& exe = argv[0];
+  if (exe.empty() || exe[0] != '/' || !IsCleanPath(exe)) {
+    Deny(d, kDefaultDeny, "command_not_granted",
+         absl::StrCat("argv[0] '", exe,
+                      "' is not a resolved absolute path; rules name executables by "
+                      "absolute path"));
+    return false;
+  }
+  auto it = p.commands.find(exe);
+  if (it == p.commands.end()) {
+    Deny(d, kDefaultDeny, "command_not_granted",
+         absl::StrCat("no grant of '", p.name, "' names executable '", exe, "'"));
+    return false;
+  }
+  const CommandAccess& access = it->second;
+  if (!access.deny_rule.empty()) {
+    Deny(d, access.deny_rule, "command_not_granted",
+         absl::StrCat("executable '", exe, "' is denied to '", p.name, "'"));
+    return false;
+  }
+  const std::string* accepted_by = nullptr;
+  for (const CommandGrant& grant : access.grants) {
+    std::string first_why;
+    const CommandRule* matched = nullptr;
+    for (const CommandRule& rule : grant.rules) {
+      std::string why = CommandRuleMismatch(rule, argv);
+      if (why.empty()) {
+        matched = &rule;
+        break;
+      }
+      if (first_why.empty()) first_why = std::move(why);
+    }
+    if (matched == nullptr) {
+      Deny(d, grant.rules.front().rule_id, "command_arguments_not_allowed",
+           absl::StrCat("'", exe, "': ", first_why));
+      return false;
+    }
+    if (accepted_by == nullptr) accepted_by = &matched->rule_id;
+  }
+  if (allow_rule->empty() && accepted_by != nullptr) *allow_rule = *accepted_by;
+  return true;
+}
+
+}  // namespace
+
+std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0] != rule.executable) return "a different executable";
+  if (rule.max_args >= 0 && static_cast<int64_t>(argv.size()) - 1 > rule.max_args) {
+    return absl::StrCat("more than ", rule.max_args, " arguments");
+  }
+  size_t i = 1;
+  if (!rule.subcommands.empty()) {
+    if (argv.size() < 2) {
+      return absl::StrCat("argv[1] must be a subcommand, one of [",
+                          absl::StrJoin(rule.subcommands, ", "), "]");
+    }
+    if (std::find(rule.subcommands.begin(), rule.subcommands.end(), argv[1]) ==
+        rule.subcommands.end()) {
+      return absl::StrCat("subcommand '", argv[1], "' is not one of [",
+                          absl::StrJoin(rule.subcommands, ", "), "]");
+    }
+    i = 2;
+  }
+  bool options_done = false;
+  for (; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (!options_done && arg == "--") {
+      options_done = true;
+      continue;
+    }
+    if (!options_done && arg.size() > 1 && arg[0] == '-') {
+      for (const std::string& flag : rule.forbidden_flags) {
+        if (FlagMatches(arg, flag)) {
+          return absl::StrCat("flag '", arg, "' is forbidden (", flag, ")");
+        }
+      }
+      if (rule.has_allowed_flags && !FlagAllowed(arg, rule.allowed_flags)) {
+        return absl::StrCat("flag '", arg, "' is not among the allowed flags [",
+                            absl::StrJoin(rule.allowed_flags, ", "), "]");
+      }
+      continue;
+    }
+    if (!rule.operand_globs.empty()) {
+      bool any = false;
+      for (const std::string& glob : rule.operand_globs) any = any || GlobMatch(glob, arg);
+      if (!any) {
+        return absl::StrCat("operand '", arg, "' matches none of [",
+                            absl::StrJoin(rule.operand_globs, ", "), "]");
+      }
+    }
+  }
+  return "";
+}
+
+Decision Decide(const Snapshot& s, const PolicyRequest& r) {
+  Decision d;
+  d.policy_sha256 = s.sha256;
+  d.effective = r.params;
+  const Principal* p = FindPrincipal(s, r);
+  if (p == nullptr) {
+    return Deny(d, "principals", "unknown_principal",
+                r.api_key.empty()
+                    ? absl::StrCat("no user or service account is named '", r.principal, "'")
+                    : std::string("no user or service account has this key"));
+  }
+  d.principal = p->name;
+  d.priority = p->priority;
+  d.budgets = p->budgets;
+  if (r.model.empty() && r.tools.empty() && r.commands.empty()) {
+    return Deny(d, "request", "invalid_request",
+                "the request names no model, tool or command");
+  }
+  std::string allow_rule;
+  std::string clamp_rule;
+  if (!r.model.empty() && !DecideModel(s, *p, r, d, &allow_rule, &clamp_rule)) return d;
+  for (const ToolCallRequest& call : r.tools) {
+    if (!DecideTool(*p, call, d, &allow_rule)) return d;
+  }
+  for (const std::vector<std::string>& argv : r.commands) {
+    if (!DecideCommand(*p, argv, d, &allow_rule)) return d;
+  }
+  if (!d.clamps.empty()) {
+    d.verdict = Verdict::kClamp;
+    d.rule_id = std::move(clamp_rule);
+  } else {
+    d.verdict = Verdict::kAllow;
+    d.rule_id = std::move(allow_rule);
+  }
+  return d;
+}
+
+void ToProto(const Decision& decision, v1::PolicyDecision* out) {
+  out->Clear();
+  switch (decision.verdict) {
+    case Verdict::kAllow:
+      out->set_verdict(v1::VERDICT_ALLOW);
+      break;
+    case Verdict::kDeny:
+      out->set_verdict(v1::VERDICT_DENY);
+      break;
+    case Verdict::kClamp:
+      out->set_verdict(v1::VERDICT_CLAMP);
+      break;
+  }
+  out->set_rule_id(decision.rule_id);
+  out->set_policy_sha256(decision.policy_sha256);
+  out->set_principal(decision.principal);
+  out->set_reason(decision.reason);
+  out->set_message(decision.message);
+  for (const ClampRecord& c : decision.clamps) {
+    v1::Clamp* clamp = out->add_clamps();
+    clamp->set_field(c.field);
+    clamp->set_requested(c.requested);
+    clamp->set_applied(c.applied);
+  }
+}
+
+}  // namespace gantry::policy

@@ -1,0 +1,44 @@
+// Policy decisions: who may use which model, with which parameters, tools and commands.
+//
+// Decide() is a pure function of a compiled Snapshot (policy_types.h) and a request. It
+// never fails: every outcome, including an unknown key or a malformed request, is a
+// Decision with a verdict, the id of the rule that decided, a stable reason and the
+// snapshot's hash. The order in which checks run, and so which rule is reported when
+// several would deny, is specified in docs/policy.md, "Decision order":
+//
+//   principal -> model -> parameters (in Param order) -> tools -> commands
+//
+// Deny by default: a model, tool or executable that no grant of the principal names is
+// denied with rule "default_deny"; an explicit deny in any of the principal's grants
+// always wins over any grant.
+//
+// Thread-safety: Decide() only reads the snapshot; call it from any number of threads.
+#ifndef GANTRY_POLICY_POLICY_DECIDE_H_
+#define GANTRY_POLICY_POLICY_DECIDE_H_
+
+#include <string>
+#include <vector>
+
+#include "policy/policy_types.h"
+
+namespace gantry::v1 {
+class PolicyDecision;
+}  // namespace gantry::v1
+
+namespace gantry::policy {
+
+// The decision for `request` under `snapshot`. When the verdict is kClamp,
+// `effective` holds the parameters to use and `clamps` what was changed.
+Decision Decide(const Snapshot& snapshot, const PolicyRequest& request);
+
+// Why `rule` rejects `argv`, or "" when it accepts it. Exposed for the sandbox, which
+// checks unwrapped argvs (env, sh -c) against the same rules. Precondition: argv is
+// non-empty.
+std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv);
+
+// The wire form (gantry.v1.PolicyDecision), as recorded in the ledger.
+void ToProto(const Decision& decision, v1::PolicyDecision* out);
+
+}  // namespace gantry::policy
+
+#endif  // GANTRY_POLICY_POLICY_DECIDE_H_

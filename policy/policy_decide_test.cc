@@ -1,0 +1,390 @@
+#include "policy/policy_decide.h"
+
+#include <cmath>
+#include <string>
+
+#include "gantry/v1/policy.pb.h"
+#include "gtest/gtest.h"
+#include "policy/policy_test_util.h"
+
+namespace gantry::policy {
+namespace {
+
+std::shared_ptr<const Snapshot> MustLoad(const std::string& grants) {
+  auto snap = LoadTestPolicy(grants);
+  EXPECT_TRUE(snap.ok()) << snap.status();
+  return snap.ok() ? *snap : nullptr;
+}
+
+PolicyRequest Req(const std::string& principal, const std::string& model = "m1") {
+  PolicyRequest r;
+  r.principal = principal;
+  r.model = model;
+  return r;
+}
+
+PolicyRequest WithParam(PolicyRequest r, Param p, const std::string& text) {
+  auto v = ParseParamValue(p, text);
+  EXPECT_TRUE(v.ok()) << v.status();
+  r.params.Set(p, *v);
+  return r;
+}
+
+// --- principals and models ---
+
+TEST(DecideTest, UnknownKeyAndNameAreDenied) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {}}}\n");
+  PolicyRequest r;
+  r.api_key = "not-a-key";
+  r.model = "m1";
+  Decision d = Decide(*snap, r);
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.reason, "unknown_principal");
+  EXPECT_EQ(d.rule_id, "principals");
+  EXPECT_EQ(d.policy_sha256, snap->sha256);
+  d = Decide(*snap, Req("mallory"));
+  EXPECT_EQ(d.reason, "unknown_principal");
+}
+
+TEST(DecideTest, KeyIsHashedAndLookedUp) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {}}}\n");
+  PolicyRequest r;
+  r.api_key = "key-alice";
+  r.model = "m1";
+  Decision d = Decide(*snap, r);
+  EXPECT_EQ(d.verdict, Verdict::kAllow) << d.message;
+  EXPECT_EQ(d.principal, "alice");
+  EXPECT_EQ(d.rule_id, "grants[0].models.m1");
+  EXPECT_EQ(d.reason, "");
+}
+
+TEST(DecideTest, DenyByDefaultAndUnknownModel) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {}}}\n");
+  Decision d = Decide(*snap, Req("alice", "m2"));
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.reason, "model_not_granted");
+  EXPECT_EQ(d.rule_id, "default_deny");
+  d = Decide(*snap, Req("alice", "m9"));
+  EXPECT_EQ(d.reason, "unknown_model");
+  d = Decide(*snap, Req("carol"));
+  EXPECT_EQ(d.reason, "model_not_granted");
+}
+
+TEST(DecideTest, EmptyRequestIsInvalid) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {}}}\n");
+  Decision d = Decide(*snap, Req("alice", ""));
+  EXPECT_EQ(d.reason, "invalid_request");
+}
+
+// --- parameters ---
+
+TEST(DecideTest, NumericBoundRejects) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    models:\n"
+      "      m1:\n"
+      "        temperature: {min: 0.1, max: 1.0, action: reject}\n");
+  Decision d = Decide(*snap, WithParam(Req("alice"), Param::kTemperature, "1.5"));
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.reason, "parameter_out_of_range");
+  EXPECT_EQ(d.rule_id, "grants[0].models.m1.temperature");
+  d = Decide(*snap, WithParam(Req("alice"), Param::kTemperature, "0.05"));
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  d = Decide(*snap, WithParam(Req("alice"), Param::kTemperature, "0.7"));
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+  d = Decide(*snap, Req("alice"));  // absent: not checked
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+}
+
+TEST(DecideTest, NumericBoundClampsBothWays) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    models:\n"
+      "      m1:\n"
+      "        top_p: {min: 0.1, max: 0.9, action: clamp}\n"
+      "        top_k: {min: 5, max: 40, action: clamp}\n"
+      "        seed: {max: 1000, action: clamp}\n");
+  PolicyRequest r = WithParam(Req("alice"), Param::kTopP, "0.95");
+  r = WithParam(r, Param::kTopK, "2");
+  r = WithParam(r, Param::kSeed, "5000");
+  Decision d = Decide(*snap, r);
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  EXPECT_EQ(d.rule_id, "grants[0].models.m1.top_p");
+  ASSERT_EQ(d.clamps.size(), 3u);
+  EXPECT_EQ(d.clamps[0].field, "top_p");
+  EXPECT_EQ(d.clamps[0].requested, "0.95");
+  EXPECT_EQ(d.clamps[0].applied, "0.9");
+  EXPECT_EQ(d.clamps[1].applied, "5");
+  EXPECT_EQ(d.clamps[2].applied, "1000");
+  EXPECT_DOUBLE_EQ(d.effective.Get(Param::kTopK), 5);
+}
+
+TEST(DecideTest, OmittedMaxTokensGetsTheBound) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {max_tokens: {max: 512, action: reject}}}}\n");
+  Decision d = Decide(*snap, Req("alice"));
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  ASSERT_EQ(d.clamps.size(), 1u);
+  EXPECT_EQ(d.clamps[0].requested, "unset");
+  EXPECT_EQ(d.clamps[0].applied, "512");
+  EXPECT_TRUE(d.effective.Has(Param::kMaxTokens));
+  d = Decide(*snap, WithParam(Req("alice"), Param::kMaxTokens, "513"));
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  d = Decide(*snap, WithParam(Req("alice"), Param::kMaxTokens, "512"));
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+}
+
+TEST(DecideTest, StopStringsToolChoiceParallelReasoning) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    models:\n"
+      "      m1:\n"
+      "        stop_strings: {max: 2, action: reject}\n"
+      "        tool_choice: {allowed: [auto, none]}\n"
+      "        parallel_tool_calls: {allowed: false, action: clamp}\n"
+      "        reasoning_effort: {max: medium, action: clamp}\n");
+  EXPECT_EQ(Decide(*snap, WithParam(Req("alice"), Param::kStopStrings, "3")).rule_id,
+            "grants[0].models.m1.stop_strings");
+  Decision d = Decide(*snap, WithParam(Req("alice"), Param::kToolChoice, "required"));
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.rule_id, "grants[0].models.m1.tool_choice");
+  EXPECT_EQ(Decide(*snap, WithParam(Req("alice"), Param::kToolChoice, "none")).verdict,
+            Verdict::kAllow);
+  d = Decide(*snap, WithParam(Req("alice"), Param::kParallelToolCalls, "true"));
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  EXPECT_EQ(d.clamps[0].applied, "false");
+  d = Decide(*snap, WithParam(Req("alice"), Param::kReasoningEffort, "high"));
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  EXPECT_EQ(d.clamps[0].requested, "high");
+  EXPECT_EQ(d.clamps[0].applied, "medium");
+}
+
+TEST(DecideTest, NanAndOutOfDomainValuesAreInvalid) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {temperature: {max: 1}}}}\n");
+  PolicyRequest r = Req("alice");
+  r.params.Set(Param::kTemperature, std::nan(""));
+  EXPECT_EQ(Decide(*snap, r).reason, "invalid_request");
+  r = Req("alice");
+  r.params.Set(Param::kToolChoice, 17);
+  EXPECT_EQ(Decide(*snap, r).reason, "invalid_request");
+  r = Req("alice");
+  r.params.Set(Param::kTopK, 2.5);
+  EXPECT_EQ(Decide(*snap, r).reason, "invalid_request");
+}
+
+// --- tools ---
+
+TEST(DecideTest, ToolsWithArgumentConstraints) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    tools:\n"
+      "      read_file:\n"
+      "        args:\n"
+      "          path: {globs: [\"/workspace/**\"]}\n"
+      "          mode: {one_of: [text, bytes]}\n"
+      "      now: {}\n");
+  PolicyRequest r = Req("alice", "");
+  r.tools.push_back({"read_file", {{"path", "/workspace/a/b.txt"}, {"mode", "text"}}});
+  r.tools.push_back({"now", {}});
+  Decision d = Decide(*snap, r);
+  EXPECT_EQ(d.verdict, Verdict::kAllow) << d.message;
+  EXPECT_EQ(d.rule_id, "grants[0].tools.read_file");
+
+  r.tools[0].args[0].second = "/workspace/../etc/passwd";
+  d = Decide(*snap, r);
+  EXPECT_EQ(d.reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(d.rule_id, "grants[0].tools.read_file.args.path");
+
+  r.tools[0].args = {{"mode", "text"}};  // constrained argument missing: fails closed
+  EXPECT_EQ(Decide(*snap, r).reason, "tool_arguments_not_allowed");
+
+  r.tools[0].args = {{"path", "/workspace/x"}, {"mode", "exec"}};
+  EXPECT_EQ(Decide(*snap, r).rule_id, "grants[0].tools.read_file.args.mode");
+
+  r.tools[0].args = {{"path", "/workspace/x"}, {"path", "/etc/x"}, {"mode", "text"}};
+  EXPECT_EQ(Decide(*snap, r).reason, "tool_arguments_not_allowed");
+
+  r.tools = {{"delete_everything", {}}};
+  d = Decide(*snap, r);
+  EXPECT_EQ(d.reason, "tool_not_granted");
+  EXPECT_EQ(d.rule_id, "default_deny");
+}
+
+// --- commands ---
+
+std::shared_ptr<const Snapshot> CommandPolicy() {
+  return MustLoad(
+      "  - user: alice\n"
+      "    commands:\n"
+      "      - executable: /usr/bin/git\n"
+      "        subcommands: [status, log]\n"
+      "        forbidden_flags: [--output, -c]\n"
+      "      - executable: /usr/bin/ls\n"
+      "        allowed_flags: [-l, -a]\n"
+      "        operands: {globs: [/workspace, \"/workspace/**\"]}\n"
+      "        max_args: 3\n");
+}
+
+Decision RunArgv(const Snapshot& snap, std::vector<std::string> argv) {
+  PolicyRequest r = Req("alice", "");
+  r.commands.push_back(std::move(argv));
+  return Decide(snap, r);
+}
+
+TEST(DecideTest, CommandSubcommandsAndForbiddenFlags) {
+  auto snap = CommandPolicy();
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "status"}).verdict, Verdict::kAllow);
+  Decision d = RunArgv(*snap, {"/usr/bin/git", "log", "--output=/tmp/x"});
+  EXPECT_EQ(d.reason, "command_arguments_not_allowed");
+  EXPECT_EQ(d.rule_id, "grants[0].commands[0]");
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "push"}).reason, "command_arguments_not_allowed");
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git"}).reason, "command_arguments_not_allowed");
+  // A string prefix is not a subcommand: "status-evil" is not "status".
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "status-evil"}).verdict, Verdict::kDeny);
+  // Global options before the subcommand are not allowed (argv[1] is the subcommand).
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "-c", "core.pager=sh", "log"}).verdict, Verdict::kDeny);
+  // A short forbidden flag inside a cluster.
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "log", "-pc"}).verdict, Verdict::kDeny);
+  // After "--" everything is an operand.
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "log", "--", "--output"}).verdict, Verdict::kAllow);
+}
+
+TEST(DecideTest, CommandAllowedFlagsOperandsMaxArgs) {
+  auto snap = CommandPolicy();
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/ls", "-la", "/workspace/src"}).verdict, Verdict::kAllow);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/ls", "/workspace"}).verdict, Verdict::kAllow);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/ls", "-R", "/workspace"}).verdict, Verdict::kDeny);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/ls", "/etc"}).verdict, Verdict::kDeny);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/ls", "/workspace/../etc"}).verdict, Verdict::kDeny);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/ls", "/workspace/a", "/workspace/b", "/workspace/c",
+                        "/workspace/d"})
+                .verdict,
+            Verdict::kDeny);
+}
+
+TEST(DecideTest, CommandExecutableMustBeResolved) {
+  auto snap = CommandPolicy();
+  EXPECT_EQ(RunArgv(*snap, {"git", "status"}).reason, "command_not_granted");
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/../bin/git", "status"}).reason, "command_not_granted");
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/gitx", "status"}).reason, "command_not_granted");
+  EXPECT_EQ(RunArgv(*snap, {}).reason, "invalid_request");
+  // Matching is on argv words, never on a joined string.
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git status"}).reason, "command_not_granted");
+}
+
+// --- how grants combine ---
+
+TEST(CombineTest, ModelsAreAUnionBoundsAreTheNarrowest) {
+  auto snap = MustLoad(
+      "  - group: devs\n"
+      "    models:\n"
+      "      m1: {max_tokens: {max: 1000, action: clamp}}\n"
+      "  - group: ops\n"
+      "    models:\n"
+      "      m1: {max_tokens: {max: 500, action: clamp}}\n"
+      "      m2: {}\n");
+  // alice (devs) gets m1 only; bob (devs, ops) gets both, with the narrower bound.
+  EXPECT_EQ(Decide(*snap, Req("alice", "m2")).reason, "model_not_granted");
+  EXPECT_EQ(Decide(*snap, Req("bob", "m2")).verdict, Verdict::kAllow);
+  Decision d = Decide(*snap, WithParam(Req("alice"), Param::kMaxTokens, "800"));
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+  d = Decide(*snap, WithParam(Req("bob"), Param::kMaxTokens, "800"));
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  EXPECT_EQ(d.clamps[0].applied, "500");
+  EXPECT_EQ(d.rule_id, "grants[1].models.m1.max_tokens");
+}
+
+TEST(CombineTest, RejectInAnyGrantWinsOverClamp) {
+  auto snap = MustLoad(
+      "  - {group: devs, models: {m1: {temperature: {max: 1.0, action: clamp}}}}\n"
+      "  - {user: bob, models: {m1: {temperature: {max: 1.5, action: reject}}}}\n");
+  EXPECT_EQ(Decide(*snap, WithParam(Req("bob"), Param::kTemperature, "1.2")).verdict,
+            Verdict::kClamp);
+  Decision d = Decide(*snap, WithParam(Req("bob"), Param::kTemperature, "1.8"));
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.rule_id, "grants[1].models.m1.temperature");
+}
+
+TEST(CombineTest, ExplicitUserDenyBeatsGroupGrants) {
+  auto snap = MustLoad(
+      "  - user: bob\n"
+      "    deny: {models: [m2], tools: [shell], commands: [/usr/bin/git]}\n"
+      "  - group: ops\n"
+      "    models: {m2: {}}\n"
+      "    tools: {shell: {}}\n"
+      "    commands: [{executable: /usr/bin/git}]\n");
+  Decision d = Decide(*snap, Req("bob", "m2"));
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.rule_id, "grants[0].deny.models[0]");
+  PolicyRequest r = Req("bob", "");
+  r.tools.push_back({"shell", {}});
+  EXPECT_EQ(Decide(*snap, r).rule_id, "grants[0].deny.tools[0]");
+  r.tools.clear();
+  r.commands.push_back({"/usr/bin/git", "status"});
+  EXPECT_EQ(Decide(*snap, r).rule_id, "grants[0].deny.commands[0]");
+}
+
+TEST(CombineTest, ToolConstraintsOfEveryGrantMustHold) {
+  auto snap = MustLoad(
+      "  - {group: devs, tools: {read: {args: {path: {globs: [\"/workspace/**\"]}}}}}\n"
+      "  - {group: ops, tools: {read: {args: {path: {globs: [\"/**\"]}}}}}\n");
+  PolicyRequest r = Req("bob", "");
+  r.tools.push_back({"read", {{"path", "/etc/passwd"}}});
+  // ops alone would allow it; devs' narrower constraint still holds for bob.
+  EXPECT_EQ(Decide(*snap, r).reason, "tool_arguments_not_allowed");
+  r.tools[0].args[0].second = "/workspace/a";
+  EXPECT_EQ(Decide(*snap, r).verdict, Verdict::kAllow);
+}
+
+TEST(CombineTest, CommandRulesWithinAGrantAreAlternatives) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    commands:\n"
+      "      - {executable: /usr/bin/git, subcommands: [status]}\n"
+      "      - {executable: /usr/bin/git, subcommands: [log], max_args: 2}\n");
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "status"}).verdict, Verdict::kAllow);
+  Decision d = RunArgv(*snap, {"/usr/bin/git", "log"});
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+  EXPECT_EQ(d.rule_id, "grants[0].commands[1]");
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "diff"}).verdict, Verdict::kDeny);
+}
+
+TEST(CombineTest, BudgetsAreTheMinimumAndPriorityIsThePrincipals) {
+  auto snap = MustLoad(
+      "  - {group: devs, budgets: {tokens_per_day: 500, requests_per_minute: 100}}\n"
+      "  - {user: bob, models: {m1: {}}, budgets: {tokens_per_day: 800, concurrent_requests: 1}}\n");
+  Decision d = Decide(*snap, Req("bob"));
+  EXPECT_EQ(d.budgets.tokens_per_day, 500);
+  EXPECT_EQ(d.budgets.tokens_per_month, 10000);
+  EXPECT_EQ(d.budgets.requests_per_minute, 10);  // a grant never raises the default
+  EXPECT_EQ(d.budgets.concurrent_requests, 1);
+  EXPECT_EQ(d.priority, Priority::kBatch);
+}
+
+TEST(DecideTest, DecisionOrderModelBeforeToolsBeforeCommands) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {top_k: {max: 10}}}}\n");
+  PolicyRequest r = WithParam(Req("alice"), Param::kTopK, "50");
+  r.tools.push_back({"t", {}});
+  r.commands.push_back({"/bin/x"});
+  EXPECT_EQ(Decide(*snap, r).reason, "parameter_out_of_range");
+  r = Req("alice");
+  r.tools.push_back({"t", {}});
+  r.commands.push_back({"/bin/x"});
+  EXPECT_EQ(Decide(*snap, r).reason, "tool_not_granted");
+}
+
+TEST(DecideTest, ToProtoCarriesEverything) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {max_tokens: {max: 10, action: clamp}}}}\n");
+  Decision d = Decide(*snap, WithParam(Req("alice"), Param::kMaxTokens, "99"));
+  v1::PolicyDecision proto;
+  ToProto(d, &proto);
+  EXPECT_EQ(proto.verdict(), v1::VERDICT_CLAMP);
+  EXPECT_EQ(proto.rule_id(), "grants[0].models.m1.max_tokens");
+  EXPECT_EQ(proto.policy_sha256(), snap->sha256);
+  EXPECT_EQ(proto.principal(), "alice");
+  ASSERT_EQ(proto.clamps_size(), 1);
+  EXPECT_EQ(proto.clamps(0).requested(), "99");
+  EXPECT_EQ(proto.clamps(0).applied(), "10");
+}
+
+}  // namespace
+}  // namespace gantry::policy

@@ -1,0 +1,246 @@
+// The compiled access policy: an immutable Snapshot built once from policy YAML by
+// policy_loader.h and read by any number of threads through
+// std::shared_ptr<const Snapshot>.
+//
+// Compilation resolves, for every user and service account, the effective grant that
+// results from its own grants and its groups' grants (the combination rule is in
+// docs/policy.md, "How grants combine"), so a decision is a few hash lookups.
+//
+// Thread-safety: a Snapshot is never modified after the loader returns it; all reads
+// are safe from any thread.
+#ifndef GANTRY_POLICY_POLICY_TYPES_H_
+#define GANTRY_POLICY_POLICY_TYPES_H_
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gantry::policy {
+
+// Request parameters a grant can bound, in decision order. Every value is carried as a
+// double: integer parameters are whole numbers, enumerations are ordinals (see below).
+enum class Param : uint8_t {
+  kMaxTokens = 0,
+  kTemperature,
+  kTopP,
+  kTopK,
+  kSeed,
+  kStopStrings,        // the number of stop strings
+  kToolChoice,         // ordinal of ToolChoice
+  kParallelToolCalls,  // 0 false, 1 true
+  kReasoningEffort,    // ordinal of ReasoningEffort
+};
+constexpr int kParamCount = 9;
+
+// tool_choice ordinals. A grant bounds tool_choice by a set (bit 1 << ordinal).
+enum class ToolChoice : uint8_t { kAuto = 0, kNone = 1, kRequired = 2, kNamed = 3 };
+// reasoning_effort ordinals, ordered so that a grant can cap it ("max: medium").
+enum class ReasoningEffort : uint8_t { kLow = 1, kMedium = 2, kHigh = 3 };
+
+// The YAML / CLI name of a parameter ("max_tokens"). Never null.
+const char* ParamName(Param param);
+// The parameter of that name, or nullopt.
+std::optional<Param> ParamFromName(absl::string_view name);
+// Whether values of `param` must be whole numbers (integers and enumerations).
+bool ParamIsIntegral(Param param);
+// Text of a value for messages and clamp records: "4096", "0.7", "medium", "false".
+std::string FormatParamValue(Param param, double value);
+// Parses a parameter value as written in YAML examples and on the command line:
+// numbers for numeric parameters, auto|none|required|named, true|false,
+// low|medium|high. Errors: INVALID_ARGUMENT saying what was expected.
+absl::StatusOr<double> ParseParamValue(Param param, absl::string_view text);
+
+enum class BoundAction : uint8_t { kReject, kClamp };
+enum class Priority : uint8_t { kInteractive, kAccessibility, kBatch };
+enum class PrincipalKind : uint8_t { kUser, kServiceAccount };
+
+const char* PriorityName(Priority priority);
+const char* PrincipalKindName(PrincipalKind kind);
+
+constexpr double kNoMin = -std::numeric_limits<double>::infinity();
+constexpr double kNoMax = std::numeric_limits<double>::infinity();
+constexpr uint32_t kAllChoices = 0xF;
+
+// One grant's bound on one parameter of one model.
+struct GrantBound {
+  std::string rule_id;  // "grants[1].models.qwen3-8b.temperature"
+  double min = kNoMin;
+  double max = kNoMax;
+  uint32_t allowed_mask = kAllChoices;  // tool_choice only
+  BoundAction action = BoundAction::kReject;
+};
+
+// All bounds on one parameter of one model for one principal: a request must satisfy
+// every part; [lo, hi] and mask are their intersection (the clamp target).
+struct ParamRule {
+  std::vector<GrantBound> parts;
+  double lo = kNoMin;
+  double hi = kNoMax;
+  uint32_t mask = kAllChoices;
+};
+
+struct ModelAccess {
+  std::string grant_rule;  // first grant naming the model; "" when only denied
+  std::string deny_rule;   // non-empty: an explicit deny, which always wins
+  std::array<ParamRule, kParamCount> params;
+};
+
+// A constraint on one named argument of a tool call. The argument must be present and
+// its value must match one of `globs` (path globs) and/or be one of `one_of`.
+struct ArgConstraint {
+  std::string rule_id;  // "grants[0].tools.read_file.args.path"
+  std::string arg;
+  std::vector<std::string> globs;
+  std::vector<std::string> one_of;
+};
+
+// What one grant says about one tool: every constraint must hold.
+struct ToolGrant {
+  std::string rule_id;  // "grants[0].tools.read_file"
+  std::vector<ArgConstraint> args;
+};
+
+struct ToolAccess {
+  std::vector<ToolGrant> grants;  // all must accept (AND)
+  std::string deny_rule;
+};
+
+// An executable-aware command rule: matched against an argv vector whose argv[0] is the
+// resolved absolute path of the executable.
+struct CommandRule {
+  std::string rule_id;  // "grants[2].commands[0]"
+  std::string executable;
+  std::vector<std::string> subcommands;  // non-empty: argv[1] must be one of them
+  bool has_allowed_flags = false;
+  std::vector<std::string> allowed_flags;    // with has_allowed_flags: only these
+  std::vector<std::string> forbidden_flags;  // never these
+  std::vector<std::string> operand_globs;    // non-empty: every operand must match one
+  int64_t max_args = -1;                     // >= 0: at most this many after argv[0]
+};
+
+// What one grant says about one executable: any of its rules may accept (OR).
+struct CommandGrant {
+  std::vector<CommandRule> rules;
+};
+
+struct CommandAccess {
+  std::vector<CommandGrant> grants;  // all must accept (AND)
+  std::string deny_rule;
+};
+
+// Limits enforced by admission (router/), carried in the decision. There is no
+// "unlimited": every principal gets the policy defaults, narrowed by its grants.
+struct Budgets {
+  int64_t tokens_per_day = 0;
+  int64_t tokens_per_month = 0;
+  int64_t requests_per_minute = 0;
+  int64_t concurrent_requests = 0;
+};
+
+struct Principal {
+  std::string name;
+  PrincipalKind kind = PrincipalKind::kUser;
+  Priority priority = Priority::kInteractive;
+  std::string key_sha256;
+  std::vector<std::string> groups;
+  absl::flat_hash_map<std::string, ModelAccess> models;
+  absl::flat_hash_map<std::string, ToolAccess> tools;
+  absl::flat_hash_map<std::string, CommandAccess> commands;  // by executable path
+  Budgets budgets;
+};
+
+// A request parameter set: value[i] is meaningful when bit i of `present` is set.
+struct ParamValues {
+  std::array<double, kParamCount> value{};
+  uint32_t present = 0;
+
+  bool Has(Param p) const { return present & (1u << static_cast<int>(p)); }
+  double Get(Param p) const { return value[static_cast<int>(p)]; }
+  void Set(Param p, double v) {
+    value[static_cast<int>(p)] = v;
+    present |= 1u << static_cast<int>(p);
+  }
+};
+
+struct ToolCallRequest {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> args;  // argument name -> value text
+};
+
+// What is asked. Identify the principal by `api_key` (the presented bearer key; it is
+// hashed and looked up) or, when api_key is empty, by `principal` (a user or service
+// account name, for callers that authenticated already). `model` may be empty for a
+// tools/commands-only check (the sandbox asking about one argv).
+struct PolicyRequest {
+  std::string api_key;
+  std::string principal;
+  std::string model;
+  ParamValues params;
+  std::vector<ToolCallRequest> tools;
+  std::vector<std::vector<std::string>> commands;
+};
+
+enum class Verdict : uint8_t { kAllow, kDeny, kClamp };
+const char* VerdictName(Verdict verdict);  // "allow", "deny", "clamp"
+
+struct ClampRecord {
+  std::string field;      // "max_tokens"
+  std::string requested;  // "99999", or "unset" when the request omitted it
+  std::string applied;    // "4096"
+};
+
+struct Decision {
+  Verdict verdict = Verdict::kDeny;
+  std::string rule_id;        // the rule that decided
+  std::string policy_sha256;  // the snapshot that decided
+  std::string principal;      // resolved name; "" when unknown
+  // Stable reason: "" when allowed; model_not_granted, unknown_model,
+  // parameter_out_of_range, tool_not_granted, tool_arguments_not_allowed,
+  // command_not_granted, command_arguments_not_allowed, unknown_principal,
+  // invalid_request.
+  std::string reason;
+  std::string message;  // for humans
+  std::vector<ClampRecord> clamps;
+  ParamValues effective;  // the request's parameters after clamping
+  Priority priority = Priority::kInteractive;
+  Budgets budgets;
+};
+
+// An inline example: a request and what the policy must decide for it.
+struct Example {
+  std::string where;  // "policy.yaml:120:5 examples[3]"
+  enum class Expect : uint8_t { kAllow, kDeny, kClamp } expect = Expect::kAllow;
+  PolicyRequest request;
+  std::string reason;                                   // optional expectation
+  std::string rule;                                     // optional expectation
+  std::vector<std::pair<std::string, std::string>> clamps;  // field -> applied
+};
+
+struct ModelInfo {
+  std::string name;
+  std::vector<std::string> bundles;
+};
+
+struct Snapshot {
+  std::string sha256;  // SHA-256 of the policy file's bytes
+  std::string source;  // the file name used in messages
+  std::vector<Principal> principals;
+  absl::flat_hash_map<std::string, int> by_name;        // user/service account name
+  absl::flat_hash_map<std::string, int> by_key_sha256;  // lowercase hex
+  absl::flat_hash_map<std::string, ModelInfo> models;
+  std::vector<std::string> groups;
+  Budgets defaults;
+  std::vector<Example> examples;
+};
+
+}  // namespace gantry::policy
+
+#endif  // GANTRY_POLICY_POLICY_TYPES_H_

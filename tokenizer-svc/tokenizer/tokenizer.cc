@@ -1,0 +1,266 @@
+#include "tokenizer-svc/tokenizer/tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "common/utf8.h"
+#include "tokenizer-svc/tokenizer/added_tokens.h"
+#include "tokenizer-svc/tokenizer/decoder.h"
+#include "tokenizer-svc/tokenizer/json_fields.h"
+#include "tokenizer-svc/tokenizer/model_bpe.h"
+#include "tokenizer-svc/tokenizer/normalizer.h"
+#include "tokenizer-svc/tokenizer/post_processor.h"
+#include "tokenizer-svc/tokenizer/pre_tokenizer.h"
+
+namespace gantry::tokenizer {
+namespace {
+
+// tokenizer.json files are tens of MB; anything far larger is not one.
+constexpr size_t kMaxFileBytes = 512u << 20;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::string data;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) {
+    data.append(buffer, n);
+    if (data.size() > kMaxFileBytes) {
+      std::fclose(f);
+      return absl::InvalidArgumentError(absl::StrCat(path, " is larger than ", kMaxFileBytes, " bytes"));
+    }
+  }
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return absl::DataLossError(absl::StrCat("error reading ", path));
+  return data;
+}
+
+// The content of a tokenizer_config.json special-token entry: "text" or
+// {"content": "text", ...}.
+absl::optional<std::string> ConfigTokenContent(const json::Value& config, absl::string_view key) {
+  const json::Value* v = Member(config, key);
+  if (v == nullptr) return absl::nullopt;
+  if (v->is_string()) return v->as_string();
+  const json::Value* content = Member(*v, "content");
+  if (content != nullptr && content->is_string()) return content->as_string();
+  return absl::nullopt;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer() = default;
+Tokenizer::~Tokenizer() = default;
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat("no such path: ", path));
+  if (!S_ISDIR(st.st_mode)) {
+    char magic[4] = {};
+    if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+      size_t n = std::fread(magic, 1, sizeof(magic), f);
+      std::fclose(f);
+      if (n == 4 && std::string(magic, 4) == "GGUF") {
+        return absl::UnimplementedError(absl::StrCat(
+            path, " is a GGUF file: tokenizers from GGUF are not supported yet; pass a directory "
+                  "holding tokenizer.json"));
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a directory; pass a directory holding tokenizer.json"));
+  }
+  GANTRY_ASSIGN_OR_RETURN(std::string tokenizer_json, ReadFile(path + "/tokenizer.json"));
+  std::string config_json;
+  std::string config_path = path + "/tokenizer_config.json";
+  if (stat(config_path.c_str(), &st) == 0) {
+    GANTRY_ASSIGN_OR_RETURN(config_json, ReadFile(config_path));
+  }
+  auto tokenizer = FromJson(tokenizer_json, config_json);
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat(path, ": ", tokenizer.status().message()));
+  }
+  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view tokenizer_json,
+                                                               absl::string_view config_json) {
+  GANTRY_ASSIGN_OR_RETURN(json::Value root, json::Parse(tokenizer_json));
+  if (!root.is_object()) return JsonError("top level", "expected an object");
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+
+  if (const json::Value* v = Member(root, "normalizer"); v != nullptr && !v->is_null()) {
+    GANTRY_ASSIGN_OR_RETURN(t->normalizer_, Normalizer::FromJson(*v));
+  }
+  if (const json::Value* v = Member(root, "pre_tokenizer"); v != nullptr && !v->is_null()) {
+    GANTRY_ASSIGN_OR_RETURN(t->pre_tokenizer_, PreTokenizer::FromJson(*v));
+  }
+  const json::Value* model = Member(root, "model");
+  if (model == nullptr) return JsonError("model", "missing");
+  bool byte_level = t->pre_tokenizer_ != nullptr && t->pre_tokenizer_->byte_level();
+  GANTRY_ASSIGN_OR_RETURN(t->model_, BpeModel::FromJson(*model, byte_level));
+
+  const json::Value* added = Member(root, "added_tokens");
+  int64_t added_count = added != nullptr && added->is_array() ? added->items().size() : 0;
+  GANTRY_ASSIGN_OR_RETURN(
+      AddedVocabulary vocabulary,
+      AddedVocabulary::FromJson(added, t->normalizer_.get(), t->model_->id_end() + 2 * added_count + 1024));
+  t->added_ = std::make_unique<AddedVocabulary>(std::move(vocabulary));
+
+  if (const json::Value* v = Member(root, "post_processor"); v != nullptr && !v->is_null()) {
+    GANTRY_ASSIGN_OR_RETURN(t->post_processor_, PostProcessor::FromJson(*v));
+  }
+  const json::Value* decoder = Member(root, "decoder");
+  GANTRY_ASSIGN_OR_RETURN(t->decoder_, Decoder::FromJson(decoder == nullptr ? json::Value() : *decoder));
+
+  t->vocab_size_ = t->model_->id_end();
+  for (const AddedToken& token : t->added_->tokens()) {
+    t->vocab_size_ = std::max(t->vocab_size_, token.id + 1);
+  }
+
+  if (!config_json.empty()) {
+    auto config = json::Parse(config_json);
+    if (!config.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer_config.json: ", config.status().message()));
+    }
+    if (auto bos = ConfigTokenContent(*config, "bos_token")) t->bos_id_ = t->TokenId(*bos);
+    if (auto eos = ConfigTokenContent(*config, "eos_token")) t->eos_id_ = t->TokenId(*eos);
+  }
+  return t;
+}
+
+absl::Status Tokenizer::EncodeSection(absl::string_view raw, bool first_section, bool split_special,
+                                      std::vector<int32_t>* ids) const {
+  std::string normalized(raw);
+  if (normalizer_ != nullptr) GANTRY_RETURN_IF_ERROR(normalizer_->Normalize(&normalized));
+  std::vector<AddedVocabulary::Segment> segments;
+  added_->Split(normalized, /*normalized_set=*/true, split_special, &segments);
+  Pieces pieces;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const auto& segment = segments[i];
+    if (segment.id >= 0) {
+      ids->push_back(segment.id);
+      continue;
+    }
+    absl::string_view text = absl::string_view(normalized).substr(segment.begin, segment.end - segment.begin);
+    if (pre_tokenizer_ == nullptr) {
+      model_->Encode(text, ids);
+      continue;
+    }
+    GANTRY_RETURN_IF_ERROR(pre_tokenizer_->Split(text, first_section && i == 0, &pieces));
+    for (absl::string_view piece : pieces.views) model_->Encode(piece, ids);
+    pieces.storage.clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
+                                                       const EncodeOptions& options) const {
+  if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  std::vector<AddedVocabulary::Segment> segments;
+  added_->Split(text, /*normalized_set=*/false, options.split_special, &segments);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const auto& segment = segments[i];
+    if (segment.id >= 0) {
+      ids.push_back(segment.id);
+    } else {
+      GANTRY_RETURN_IF_ERROR(EncodeSection(text.substr(segment.begin, segment.end - segment.begin),
+                                           i == 0, options.split_special, &ids));
+    }
+  }
+  if (options.add_special && post_processor_ != nullptr) post_processor_->AddSpecialTokens(&ids);
+  return ids;
+}
+
+absl::StatusOr<std::string> Tokenizer::DecodeToBytes(const std::vector<int32_t>& ids,
+                                                     bool skip_special) const {
+  std::vector<DecodePiece> pieces;
+  pieces.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (const AddedToken* token = added_->Find(id)) {
+      if (skip_special && token->special) continue;
+      pieces.push_back(DecodePiece{token->content, true});
+    } else if (const std::string* text = model_->TokenText(id)) {
+      pieces.push_back(DecodePiece{*text, false});
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown token id ", id));
+    }
+  }
+  return decoder_->DecodeToBytes(std::move(pieces));
+}
+
+absl::StatusOr<std::string> Tokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  GANTRY_ASSIGN_OR_RETURN(std::string bytes, DecodeToBytes(ids, skip_special));
+  if (IsValidUtf8(bytes)) return bytes;
+  std::string text;
+  AppendUtf8Lossy(bytes, &text);
+  return text;
+}
+
+absl::optional<std::string> Tokenizer::TokenText(int32_t id) const {
+  if (const AddedToken* token = added_->Find(id)) return token->content;
+  if (const std::string* text = model_->TokenText(id)) return *text;
+  return absl::nullopt;
+}
+
+absl::optional<int32_t> Tokenizer::TokenId(absl::string_view text) const {
+  int32_t id = added_->FindContent(text);
+  if (id >= 0) return id;
+  return model_->TokenId(text);
+}
+
+bool Tokenizer::IsSpecial(int32_t id) const {
+  const AddedToken* token = added_->Find(id);
+  return token != nullptr && token->special;
+}
+
+StreamDecoder::StreamDecoder(const Tokenizer* tokenizer, bool skip_special)
+    : tokenizer_(tokenizer), skip_special_(skip_special) {}
+
+absl::StatusOr<std::string> StreamDecoder::Push(int32_t id) {
+  window_.push_back(id);
+  auto bytes = tokenizer_->DecodeToBytes(window_, skip_special_);
+  if (!bytes.ok()) {
+    window_.pop_back();
+    return bytes.status();
+  }
+  absl::string_view fresh;
+  if (bytes->size() > emitted_) fresh = absl::string_view(*bytes).substr(emitted_);
+  size_t complete = CompleteUtf8PrefixLength(fresh);
+  if (complete < fresh.size() && window_.size() >= kMaxWindow) complete = fresh.size();
+  std::string out;
+  AppendUtf8Lossy(fresh.substr(0, complete), &out);
+  if (complete == fresh.size()) {
+    // All emitted: keep only this id as context for the next one.
+    window_.assign(1, id);
+    GANTRY_ASSIGN_OR_RETURN(std::string context, tokenizer_->DecodeToBytes(window_, skip_special_));
+    emitted_ = context.size();
+  } else {
+    emitted_ += complete;
+  }
+  return out;
+}
+
+std::string StreamDecoder::Finish() {
+  std::string out;
+  auto bytes = tokenizer_->DecodeToBytes(window_, skip_special_);
+  if (bytes.ok() && bytes->size() > emitted_) {
+    AppendUtf8Lossy(absl::string_view(*bytes).substr(emitted_), &out);
+  }
+  window_.clear();
+  emitted_ = 0;
+  return out;
+}
+
+}  // namespace gantry::tokenizer

@@ -1,0 +1,134 @@
+// Exact Hugging Face tokenizers: a tokenizer.json (and tokenizer_config.json) loaded
+// into a BPE pipeline that produces the same ids as HF's `tokenizers` for the files
+// our models use (byte-level BPE: GPT-2, Llama 3, Qwen2/3; SentencePiece-style BPE with
+// byte fallback: Mistral, Llama 2, Gemma 3).
+//
+// Encoding runs: added tokens matched in the raw text -> normalizer on the text between
+// them -> normalized added tokens -> pre-tokenizer -> BPE per piece -> post-processor
+// (only with add_special). Decoding maps ids to token texts and runs the decoder.
+//
+// Special tokens in untrusted text: with EncodeOptions::split_special, tokens marked
+// special in added_tokens are not recognised, so a user who types "<|im_start|>" gets
+// the ids of that text, never the control token. Non-special added tokens (Qwen's
+// <tool_call>) are still matched, as in HF. Callers that tokenize user content must
+// set split_special unless policy says otherwise.
+//
+// GGUF vocabularies are not supported yet: Load() rejects them with UNIMPLEMENTED.
+//
+// Thread-safety: a loaded Tokenizer is immutable (its per-word cache is internally
+// synchronized); Encode/Decode may run from many threads. A StreamDecoder is not
+// thread-safe (one per generation stream).
+#ifndef GANTRY_TOKENIZER_SVC_TOKENIZER_TOKENIZER_H_
+#define GANTRY_TOKENIZER_SVC_TOKENIZER_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
+
+namespace gantry::tokenizer {
+
+class AddedVocabulary;
+class BpeModel;
+class Decoder;
+class Normalizer;
+class PostProcessor;
+class PreTokenizer;
+
+struct EncodeOptions {
+  // Apply the post-processor's template (BOS for Llama 2 / Mistral / Gemma 3; nothing
+  // for Qwen 3 and Llama 3.0, whose files add nothing). HF's add_special_tokens.
+  bool add_special = false;
+  // Treat special added tokens as plain text (HF split_special_tokens=True).
+  bool split_special = false;
+};
+
+class Tokenizer {
+ public:
+  // Loads `path`: a directory holding tokenizer.json and, optionally,
+  // tokenizer_config.json. NOT_FOUND when tokenizer.json is missing; UNIMPLEMENTED for a
+  // GGUF file (not supported yet) or for components this implementation lacks;
+  // INVALID_ARGUMENT for a malformed file or a path that is not a directory.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
+
+  // The same from the files' contents; `config_json` may be empty (no config).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(absl::string_view tokenizer_json,
+                                                             absl::string_view config_json);
+
+  ~Tokenizer();
+
+  // The ids of `text`. INVALID_ARGUMENT when `text` is not valid UTF-8;
+  // RESOURCE_EXHAUSTED if a pre-tokenizer pattern gives up (not seen with real files).
+  absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
+                                              const EncodeOptions& options = {}) const;
+
+  // The text of `ids` (invalid UTF-8 from partial byte tokens becomes U+FFFD);
+  // `skip_special` drops special added tokens. INVALID_ARGUMENT for an unknown id.
+  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
+
+  // As Decode(), but the raw bytes before the UTF-8 repair (used by StreamDecoder).
+  absl::StatusOr<std::string> DecodeToBytes(const std::vector<int32_t>& ids, bool skip_special) const;
+
+  // One more than the largest id of the model and the added tokens.
+  int32_t vocab_size() const { return vocab_size_; }
+  // The token's text as written in tokenizer.json (added tokens: their content), or
+  // nullopt for an unused id.
+  absl::optional<std::string> TokenText(int32_t id) const;
+  // The id of a token by its text (added tokens first), or nullopt.
+  absl::optional<int32_t> TokenId(absl::string_view text) const;
+  // Whether `id` is an added token marked special.
+  bool IsSpecial(int32_t id) const;
+  // From tokenizer_config.json's bos_token / eos_token when present and known.
+  absl::optional<int32_t> bos_id() const { return bos_id_; }
+  absl::optional<int32_t> eos_id() const { return eos_id_; }
+
+ private:
+  Tokenizer();
+  absl::Status EncodeSection(absl::string_view raw, bool first_section, bool split_special,
+                             std::vector<int32_t>* ids) const;
+
+  std::unique_ptr<Normalizer> normalizer_;
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;
+  std::unique_ptr<BpeModel> model_;
+  std::unique_ptr<AddedVocabulary> added_;
+  std::unique_ptr<PostProcessor> post_processor_;
+  std::unique_ptr<Decoder> decoder_;
+  int32_t vocab_size_ = 0;
+  absl::optional<int32_t> bos_id_;
+  absl::optional<int32_t> eos_id_;
+};
+
+// Incremental decoding for generation: push ids one at a time and get the text they
+// complete. Never returns a broken UTF-8 sequence: bytes of a character still being
+// spelled by byte tokens are held back until it is complete (or Finish() is called,
+// which turns an unfinished tail into U+FFFD). The concatenation of all returned
+// strings equals Decode(all ids) for the decoders supported here.
+class StreamDecoder {
+ public:
+  // `tokenizer` must outlive this object.
+  StreamDecoder(const Tokenizer* tokenizer, bool skip_special);
+
+  // The newly completed text (possibly empty). INVALID_ARGUMENT for an unknown id
+  // (the stream is unchanged then).
+  absl::StatusOr<std::string> Push(int32_t id);
+
+  // Whatever is still held back, repaired; the decoder can then start a new stream.
+  std::string Finish();
+
+ private:
+  // Ids whose decoding still matters: the last fully emitted id (as context, so that
+  // decoders like Strip see the same text as a whole decode) and the ones after it.
+  static constexpr size_t kMaxWindow = 64;
+  const Tokenizer* tokenizer_;
+  bool skip_special_;
+  std::vector<int32_t> window_;
+  size_t emitted_ = 0;  // bytes of DecodeToBytes(window_) already returned
+};
+
+}  // namespace gantry::tokenizer
+
+#endif  // GANTRY_TOKENIZER_SVC_TOKENIZER_TOKENIZER_H_

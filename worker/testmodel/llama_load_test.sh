@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# llama.cpp (node-llama-cpp, the peer) loads every model `gantry bundle make-test-model`
+# writes: both architectures, every weight type we write, tied and untied; and it
+# tokenizes the built-in chat prompt exactly like the Hugging Face reference with the
+# vocabulary we carried over.
+set -u
+source tests/lib/shtest.sh
+g=cli/gantry
+peer=${GANTRY_LLAMA_PEER_DIR:-}
+if [ -z "$peer" ] || [ ! -d "$peer/node_modules/node-llama-cpp" ]; then
+  bad setup "GANTRY_LLAMA_PEER_DIR unset or not prepared: run through tests/run"
+  finish
+fi
+tmp=${TEST_TMPDIR:-/tmp}
+for spec in "qwen3 qwen3 --head-dim 32" "llama llama3"; do
+  set -- $spec
+  arch=$1 tok=$2; shift 2
+  for wtype in f32 f16 bf16 q8_0 q4_0; do
+    for tied in "" --tied; do
+      name="$arch-$wtype${tied:+-tied}"
+      model="$tmp/$name.gguf"
+      out=$("$g" bundle make-test-model --tokenizer "$peer/tokenizers/$tok" --arch "$arch" \
+            --n-layer 1 --n-embd 64 --n-head 4 --n-head-kv 2 --n-ff 128 --wtype "$wtype" $tied "$@" \
+            -o "$model" 2>&1) || { bad "$name" "make-test-model: $out"; continue; }
+      report=$(cd "$peer" && timeout 120 node llama_peer.mjs --model "$model" --tokenizer "tokenizers/$tok" \
+               --n 4 --bench 0 --repeat 1 2>&1)
+      if grep -q '"reference_ids_match": true' <<<"$report" && grep -q '"hit_eos"' <<<"$report"; then
+        ok "$name"
+      else
+        bad "$name" "$(tail -c 600 <<<"$report")"
+      fi
+      rm -f "$model"
+    done
+  done
+done
+# Bad options are usage errors, not crashes.
+"$g" bundle make-test-model --tokenizer "$peer/tokenizers/qwen3" --arch gpt9 -o "$tmp/x.gguf" >/dev/null 2>&1
+[ $? = 1 ] && ok bad-arch || bad bad-arch "exit status"
+"$g" bundle make-test-model --tokenizer "$peer/tokenizers/llama2" -o "$tmp/x.gguf" 2>&1 | grep -q 'not supported yet' &&
+  ok sentencepiece-refused || bad sentencepiece-refused "no clear error"
+finish

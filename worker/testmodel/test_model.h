@@ -1,0 +1,56 @@
+// Deterministic random-weight GGUF models for tests, benchmarks and the demo bring-up
+// (`gantry bundle make-test-model`). The vocabulary, merges, token types, special
+// token ids and chat template come from a real Hugging Face tokenizer directory,
+// converted the way llama.cpp's converter does for byte-level BPE ("gpt2") tokenizers;
+// the weights are random but a pure function of the options (seeded), so the same
+// options always give the same bytes. llama.cpp loads these files.
+//
+// Thread-safety: pure function of its options (plus the files it reads and writes).
+#ifndef GANTRY_WORKER_TESTMODEL_TEST_MODEL_H_
+#define GANTRY_WORKER_TESTMODEL_TEST_MODEL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/gguf/gguf.h"
+
+namespace gantry::testmodel {
+
+struct TestModelOptions {
+  std::string tokenizer_dir;  // holds tokenizer.json (+ tokenizer_config.json)
+  std::string arch = "qwen3";  // "llama" or "qwen3"
+  uint32_t n_layer = 2;
+  uint32_t n_embd = 64;
+  uint32_t n_head = 4;
+  uint32_t n_head_kv = 2;
+  uint32_t head_dim = 0;  // 0: n_embd / n_head (qwen3 may differ; llama may not)
+  uint32_t n_ff = 0;      // 0: 3 * n_embd
+  uint32_t context_length = 2048;
+  float rms_eps = 1e-6f;
+  float rope_base = 0;    // 0: 1e6 for qwen3, 5e5 for llama
+  gguf::TensorType weight_type = gguf::TensorType::kF16;
+  gguf::TensorType embedding_type = gguf::TensorType::kF16;
+  bool tied = false;      // no output.weight: the head reuses token_embd
+  uint64_t seed = 1234;
+  std::string name;
+};
+
+struct TestModelSummary {
+  uint64_t parameters = 0;
+  uint64_t bytes = 0;
+  uint32_t vocab_size = 0;
+};
+
+// Writes the model to `path`. Errors: INVALID_ARGUMENT for inconsistent options or an
+// unsupported tokenizer (only byte-level BPE for now), NOT_FOUND for a missing
+// tokenizer.json, UNAVAILABLE when the file cannot be written.
+absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& options,
+                                               const std::string& path);
+
+// "f32", "f16", "bf16", "q8_0", "q4_0" -> type; false for other names.
+bool ParseWeightType(const std::string& name, gguf::TensorType* type);
+
+}  // namespace gantry::testmodel
+
+#endif  // GANTRY_WORKER_TESTMODEL_TEST_MODEL_H_
