@@ -5,7 +5,9 @@
 #include "cli/builtin_commands.h"
 #include "cli/subcommand.h"
 #include "ledger/ledger_commands.h"
+#include "sandbox-svc/sandbox_commands.h"
 #include "worker/bundle/bundle_commands.h"
+#include "worker/model/generate_command.h"
 #include "policy/policy_commands.h"
 #include "tokenizer-svc/tokenizer/tokenizer_commands.h"
 #include "tokenizer-svc/jinja/render_command.h"
@@ -18,7 +20,9 @@ int main(int argc, char** argv) {
       gantry::cli::kVersionCommand,
       gantry::cli::kErrorsCommand,
       gantry::ledger::kLedgerCommand,
+      gantry::sandbox::kSandboxCommand,
       gantry::bundle::kBundleCommand,
+      gantry::model::kGenerateCommand,
       gantry::policy::kPolicyCommand,
       gantry::tokenizer::kTokenizeCommand,
       gantry::tokenizer::kDetokenizeCommand,

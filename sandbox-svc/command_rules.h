@@ -1,0 +1,95 @@
+// Executable-aware command rules: which programs an `exec` tool call may run.
+//
+// The model (docs/sandbox.md, "Command rules"): a rule set lists allowed executables by
+// their resolved absolute path inside the sandbox; each entry may narrow the allowed
+// subcommands (the first positional argument, after a program's global options for
+// git), deny flags, and require every positional argument to match a pattern.
+// Anything not listed is denied (deny by default).
+//
+// Deciding a command: argv[0] is resolved to the real executable (see
+// executable_resolver.h); known wrappers are unwrapped and every program in the chain
+// must be allowed on its own: env, nice, timeout, nohup, stdbuf, setsid, ionice,
+// xargs, sh/bash/dash -c (one simple command: no pipes, redirections, expansions or
+// globs), find -exec/-execdir/-ok/-okdir, and git's global options (-C, --git-dir, ...;
+// -c, --config-env and --exec-path are always denied because they can make git run any
+// program). Flags are normalised before matching: "--name=value" is "--name", a
+// unique prefix of a denied long flag counts as that flag (GNU getopt abbreviations),
+// and a short cluster "-rf" counts as "-r" and "-f" as well as itself.
+// Environment assignments that change how programs are found or loaded (PATH, LD_*,
+// BASH_ENV, ENV, GIT_* ...) are denied.
+//
+// The policy library (policy/) will hand its compiled command rules to this model;
+// until then rule sets load from YAML (command_rules_yaml.h).
+//
+// Thread-safety: DecideCommand is a pure function of its arguments (the resolver is
+// only read).
+#ifndef GANTRY_SANDBOX_SVC_COMMAND_RULES_H_
+#define GANTRY_SANDBOX_SVC_COMMAND_RULES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "sandbox-svc/executable_resolver.h"
+
+namespace gantry::sandbox {
+
+struct ExecutableRule {
+  // Stable id, quoted in denials: "rule:<id>: ...".
+  std::string id;
+  // Absolute path inside the sandbox, resolved (links followed) when the set is loaded.
+  std::string path;
+  // When non-empty, the first positional argument must be one of these.
+  std::vector<std::string> subcommands;
+  // Normalised flags that are denied: "--output", "-o", "-delete".
+  std::vector<std::string> denied_flags;
+  // When non-empty, every positional argument (after the subcommand) must match one
+  // of these fnmatch(3) patterns. Values of options count as positional arguments.
+  std::vector<std::string> arg_patterns;
+  // When non-empty, every flag must be one of these ("-la" needs "-l" and "-a";
+  // "--name=value" needs "--name").
+  std::vector<std::string> allowed_flags;
+  // When >= 0, at most this many arguments after argv[0].
+  int max_args = -1;
+};
+
+struct CommandRules {
+  // The rule-set name a ToolGrant.exec_rules selects.
+  std::string name;
+  // In order; a command is allowed when any entry with its path allows it.
+  std::vector<ExecutableRule> executables;
+};
+
+struct CommandDecision {
+  bool allowed = false;
+  // Id of the rule that allowed the innermost program, or of the rule (or
+  // "default-deny") that denied.
+  std::string rule_id;
+  // With a denial: "rule:<id>: <why>".
+  std::string reason;
+  // The argv to run: the input with argv[0] replaced by its resolved path.
+  std::vector<std::string> argv;
+  // The program that finally runs after unwrapping (the innermost resolved path).
+  std::string resolved_executable;
+  // Every program decided, outermost first.
+  std::vector<std::string> chain;
+};
+
+// Decides `argv` (run with working directory `cwd`, absolute inside the sandbox).
+// Never fails: a command that cannot be understood is denied with a reason.
+CommandDecision DecideCommand(const CommandRules& rules, const std::vector<std::string>& argv,
+                              absl::string_view cwd, const ExecutableResolver& resolver);
+
+// Splits the text of `sh -c TEXT` (or `env -S TEXT`) into words when it is one simple
+// command: words separated by blanks, with '...' and "..." quoting and backslash
+// escapes. Errors: PERMISSION_DENIED naming the first construct that is not plain:
+// | & ; < > ( ) $ ` * ? [ ] { } ~ # !, a newline, an assignment, an unterminated quote.
+absl::StatusOr<std::vector<std::string>> SplitSimpleCommand(absl::string_view text);
+
+// Whether setting environment variable `name` is denied (changes lookup or loading).
+bool IsDeniedEnvName(absl::string_view name);
+
+}  // namespace gantry::sandbox
+
+#endif  // GANTRY_SANDBOX_SVC_COMMAND_RULES_H_

@@ -1,0 +1,362 @@
+// The escape suite: each test tries to get out of the sandbox in one way and asserts
+// both the refusal and that no side effect happened on the host. Each prints
+// "ESCAPE <name>: attempts=N successes=M" (docs/sandbox.md has the table).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "sandbox-svc/command_rules.h"
+#include "sandbox-svc/sandbox.h"
+#include "sandbox-svc/sandbox_test_support.h"
+
+namespace gantry::sandbox {
+namespace {
+
+using testing::EscapeTally;
+using testing::ExecCall;
+using testing::HostPathExists;
+using testing::MakeWorkspace;
+using testing::ReadHostFile;
+
+// Escape tests own this uid, so that counting its processes sees only theirs.
+constexpr uid_t kUid = 4243;
+
+v1::ToolResult Exec(const std::string& ws, const std::vector<std::string>& argv,
+                    v1::ToolCall* base = nullptr) {
+  SandboxOptions options;
+  options.isolation_only = true;
+  v1::ToolCall call = base ? *base : ExecCall(ws, argv);
+  if (base) {
+    call.set_workspace(ws);
+    for (const auto& a : argv) call.mutable_exec()->add_argv(a);
+  }
+  if (call.limits().wall_ms() == 0) call.mutable_limits()->set_wall_ms(10000);
+  return Sandbox(options).Run(call);
+}
+
+v1::ToolResult Sh(const std::string& ws, const std::string& script) {
+  return Exec(ws, {"sh", "-c", script});
+}
+
+class EscapeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::RequireRoot()) GTEST_SKIP() << "not root (recorded as a failure)";
+    ws_ = MakeWorkspace(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                        {{"a.txt", "original\n"}, {"src/main.c", "int main;\n"}}, kUid);
+  }
+  std::string ws_;
+};
+
+TEST_F(EscapeTest, WriteReadOnlyWorkspace) {
+  EscapeTally t("write into the read-only workspace");
+  auto r = Sh(ws_, "echo pwned > /workspace/a.txt; echo pwned > /workspace/new.txt; "
+                   "rm -f /workspace/src/main.c; mkdir /workspace/d; chmod 777 /workspace/a.txt");
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  EXPECT_TRUE(absl::StrContains(r.stderr(), "Read-only file system")) << r.stderr();
+  t.Attempt(ReadHostFile(ws_ + "/a.txt") != "original\n", "a.txt overwritten");
+  t.Attempt(HostPathExists(ws_ + "/new.txt"), "new.txt created");
+  t.Attempt(!HostPathExists(ws_ + "/src/main.c"), "src/main.c removed");
+  t.Attempt(HostPathExists(ws_ + "/d"), "directory created");
+  struct stat st;
+  stat((ws_ + "/a.txt").c_str(), &st);
+  t.Attempt((st.st_mode & 0777) == 0777, "chmod applied");
+  // A granted path is writable, the rest still is not.
+  v1::ToolCall call = ExecCall(ws_, {});
+  call.mutable_grant()->add_write_paths("src/**");
+  auto g = Exec(ws_, {"sh", "-c", "echo ok > /workspace/src/new.c; echo no > /workspace/b.txt"},
+                &call);
+  EXPECT_EQ(ReadHostFile(ws_ + "/src/new.c"), "ok\n") << g.stderr();
+  t.Attempt(HostPathExists(ws_ + "/b.txt"), "write beside a granted path");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, CreateFileOutsideWorkspace) {
+  EscapeTally t("create a file outside the workspace");
+  const std::string marker = absl::StrCat("gantry-escape-", getpid());
+  auto r = Sh(ws_, absl::StrCat("for d in / /usr /etc /tmp /workspace/.. /proc /dev /var; do "
+                                "echo x > $d/", marker, "; done; echo done"));
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  for (const char* d : {"", "/usr", "/etc", "/tmp", "/proc", "/dev", "/var"}) {
+    t.Attempt(HostPathExists(absl::StrCat(d, "/", marker)), absl::StrCat(d, "/", marker));
+  }
+  const std::string parent = ws_.substr(0, ws_.rfind('/'));
+  t.Attempt(HostPathExists(absl::StrCat(parent, "/", marker)), "workspace parent");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, FollowSymlinkOut) {
+  EscapeTally t("follow a symlink out of the workspace");
+  const std::string secret_dir = ws_ + "-outside";
+  mkdir(secret_dir.c_str(), 0755);
+  std::ofstream(secret_dir + "/secret.txt") << "TOPSECRET\n";
+  ASSERT_EQ(symlink((secret_dir + "/secret.txt").c_str(), (ws_ + "/abs_link").c_str()), 0);
+  ASSERT_EQ(symlink("../../../../../../../../etc/passwd", (ws_ + "/rel_link").c_str()), 0);
+  ASSERT_EQ(symlink(secret_dir.c_str(), (ws_ + "/dir_link").c_str()), 0);
+  auto r = Sh(ws_, "cat abs_link rel_link dir_link/secret.txt; echo pwned > dir_link/new");
+  t.Attempt(absl::StrContains(r.stdout(), "TOPSECRET"), "secret read through a link");
+  t.Attempt(absl::StrContains(r.stdout(), "root:"), "/etc/passwd read through a link");
+  t.Attempt(HostPathExists(secret_dir + "/new"), "write through a link");
+  // The file tools refuse the same paths before anything runs.
+  SandboxOptions options;
+  for (const char* path : {"abs_link", "rel_link", "dir_link/secret.txt", "../a.txt"}) {
+    v1::ToolCall call = ExecCall(ws_, {});
+    call.mutable_read_file()->set_path(path);
+    auto f = Sandbox(options).Run(call);
+    EXPECT_EQ(f.outcome(), v1::TOOL_DENIED) << path;
+    t.Attempt(absl::StrContains(f.stdout(), "TOPSECRET") || absl::StrContains(f.stdout(), "root:"),
+              absl::StrCat("read_file ", path));
+  }
+  // A write grant over a link that points out.
+  v1::ToolCall call = ExecCall(ws_, {});
+  call.mutable_grant()->add_write_paths("**");
+  call.mutable_write_file()->set_path("dir_link/new2");
+  call.mutable_write_file()->set_content("pwned");
+  auto w = Sandbox(options).Run(call);
+  EXPECT_EQ(w.outcome(), v1::TOOL_DENIED);
+  t.Attempt(HostPathExists(secret_dir + "/new2"), "write_file through a link");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, ReadShadowAndRouterKeys) {
+  EscapeTally t("read /etc/shadow and the router's key files");
+  const std::string keys = ws_ + "-router-keys";
+  mkdir(keys.c_str(), 0700);
+  std::ofstream(keys + "/server.key") << "-----BEGIN PRIVATE KEY----- ROUTERKEY\n";
+  std::ofstream(keys + "/api_keys.yaml") << "ROUTERKEY: sha256\n";
+  const std::string rel = absl::StrCat("../", keys.substr(keys.rfind('/') + 1));
+  auto r = Sh(ws_, absl::StrCat("cat /etc/shadow; cat ", keys, "/server.key; cat ", rel,
+                                "/api_keys.yaml; cat /root/.ssh/id_rsa /root/.bash_history; "
+                                "cat /proc/1/root/etc/shadow; ls /home /root"));
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  t.Attempt(r.stdout().find("root:") != std::string::npos, "/etc/shadow");
+  t.Attempt(absl::StrContains(r.stdout(), "ROUTERKEY"), "router keys");
+  t.Attempt(absl::StrContains(r.stdout(), "PRIVATE"), "ssh key");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, ConnectToHostLoopback) {
+  EscapeTally t("connect to a listener on the host's loopback");
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 8), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  auto r = Exec(ws_, {"bash", "-c",
+                      absl::StrCat("echo hi > /dev/tcp/127.0.0.1/", port, " && echo CONNECTED; ",
+                                   "ls /sys/class/net 2>/dev/null; cat /proc/net/dev")});
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  t.Attempt(absl::StrContains(r.stdout(), "CONNECTED"), "connect succeeded inside");
+  int accepted = accept(listener, nullptr, nullptr);
+  t.Attempt(accepted >= 0, "the host listener accepted a connection");
+  if (accepted >= 0) close(accepted);
+  close(listener);
+  // Only loopback exists inside.
+  EXPECT_FALSE(absl::StrContains(r.stdout(), "eth")) << r.stdout();
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, ResolveHostName) {
+  EscapeTally t("resolve a host name");
+  for (const char* host : {"localhost", "example.com", "deb.debian.org"}) {
+    auto r = Exec(ws_, {"getent", "hosts", host});
+    EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+    t.Attempt(r.exit_code() == 0 && !r.stdout().empty(), host);
+  }
+  auto r = Sh(ws_, "cat /etc/resolv.conf /etc/hosts");
+  t.Attempt(!r.stdout().empty(), "resolver configuration visible");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, ForkBomb) {
+  EscapeTally t("fork bomb");
+  v1::ToolCall call = ExecCall(ws_, {});
+  call.mutable_limits()->set_max_processes(32);
+  call.mutable_limits()->set_wall_ms(4000);
+  auto r = Exec(ws_, {"bash", "-c", "b() { b | b & }; b; sleep 2; echo survived"}, &call);
+  EXPECT_NE(r.outcome(), v1::TOOL_ERROR) << r.error().message();
+  t.Attempt(testing::CountProcessesOf(kUid) > 0, "processes outlived the call");
+  // The host can still fork freely, and the sandbox still serves calls.
+  auto after = Exec(ws_, {"true"});
+  t.Attempt(after.outcome() != v1::TOOL_RAN || after.exit_code() != 0, "sandbox unusable after");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, MemoryBomb) {
+  EscapeTally t("memory bomb");
+  v1::ToolCall call = ExecCall(ws_, {});
+  call.mutable_limits()->set_address_space_bytes(256ull << 20);
+  call.mutable_limits()->set_wall_ms(10000);
+  // tail buffers a line that never ends.
+  auto r = Exec(ws_, {"tail", "/dev/zero"}, &call);
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  EXPECT_NE(r.exit_code(), 0);
+  t.Attempt(r.exit_code() == 0, "allocation did not fail");
+  t.Attempt(r.usage().max_rss_bytes() > (300ull << 20), "resident memory above the limit");
+  // Filling the /tmp tmpfs stops at its size.
+  call.mutable_limits()->set_tmp_bytes(4ull << 20);
+  auto fill = Exec(ws_, {"sh", "-c", "head -c 64000000 /dev/zero > /tmp/fill; ls -l /tmp/fill"},
+                   &call);
+  t.Attempt(absl::StrContains(fill.stdout(), "64000000"), "tmpfs size limit");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, EndlessLoop) {
+  EscapeTally t("endless loop");
+  v1::ToolCall call = ExecCall(ws_, {});
+  call.mutable_limits()->set_wall_ms(1000);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = Exec(ws_, {"sh", "-c", "sleep 1000 & while :; do :; done"}, &call);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.outcome(), v1::TOOL_TIMED_OUT);
+  t.Attempt(r.outcome() != v1::TOOL_TIMED_OUT, "not timed out");
+  t.Attempt(took > std::chrono::seconds(5), "timeout took too long");
+  t.Attempt(testing::CountProcessesOf(kUid) > 0, "a process outlived the timeout");
+  // The CPU limit ends a busy loop even with a long wall limit.
+  call.mutable_limits()->set_wall_ms(20000);
+  call.mutable_limits()->set_cpu_seconds(1);
+  auto cpu = Exec(ws_, {"sh", "-c", "while :; do :; done"}, &call);
+  EXPECT_EQ(cpu.outcome(), v1::TOOL_RAN);
+  t.Attempt(cpu.term_signal() == 0, "CPU limit not applied");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, HugeOutput) {
+  EscapeTally t("huge output");
+  v1::ToolCall call = ExecCall(ws_, {});
+  call.mutable_limits()->set_stdout_cap_bytes(65536);
+  call.mutable_limits()->set_stderr_cap_bytes(1024);
+  call.mutable_limits()->set_wall_ms(10000);
+  auto r = Exec(ws_, {"yes"}, &call);
+  EXPECT_EQ(r.stdout().size(), 65536u);
+  EXPECT_TRUE(r.stdout_truncated());
+  t.Attempt(r.stdout().size() > 65536, "stdout cap exceeded");
+  t.Attempt(r.outcome() == v1::TOOL_TIMED_OUT, "ran until the wall limit");
+  auto e = Exec(ws_, {"sh", "-c", "yes >&2"}, &call);
+  EXPECT_EQ(e.stderr().size(), 1024u);
+  EXPECT_TRUE(e.stderr_truncated());
+  t.Attempt(e.stderr().size() > 1024, "stderr cap exceeded");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, PtraceSibling) {
+  EscapeTally t("ptrace of a sibling");
+  // perl-base is essential in Debian; syscall 101 is ptrace on x86-64, 16 PTRACE_ATTACH.
+  auto r = Sh(ws_, "sleep 5 & p=$!; perl -e '$r = syscall(101, 16, $ARGV[0], 0, 0); "
+                   "print \"ret=$r\\n\"' $p; perl -e '$r = syscall(101, 16, 1, 0, 0); "
+                   "print \"ret=$r\\n\"'; kill $p");
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  EXPECT_TRUE(absl::StrContains(r.stdout(), "ret=-1")) << r.stdout() << r.stderr();
+  t.Attempt(absl::StrContains(r.stdout(), "ret=0"), "PTRACE_ATTACH succeeded");
+  // The host's processes are not even visible.
+  auto ps = Sh(ws_, absl::StrCat("ls /proc/", getpid(), " 2>&1; ls /proc | grep -c '^[0-9]'"));
+  t.Attempt(!absl::StrContains(ps.stdout(), "No such file"), "host pid visible");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, ProcTricks) {
+  EscapeTally t("/proc tricks");
+  setenv("GANTRY_ESCAPE_MARKER", "HOSTSECRET42", 1);
+  const std::string sysrq_before = ReadHostFile("/proc/sys/kernel/sysrq");
+  auto r = Sh(ws_, "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; "
+                   "cat /proc/1/root/etc/shadow 2>&1; ls /proc/1/root/ 2>&1; "
+                   "echo 1 > /proc/sys/kernel/sysrq 2>&1; echo c > /proc/sysrq-trigger 2>&1; "
+                   "echo x > /proc/sys/vm/drop_caches 2>&1; head -c 16 /proc/kcore 2>&1; "
+                   "cat /proc/self/cgroup; ls -l /proc/self/fd");
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  t.Attempt(absl::StrContains(r.stdout(), "HOSTSECRET42"), "host environment read");
+  t.Attempt(absl::StrContains(r.stdout(), "root:"), "shadow through /proc/1/root");
+  t.Attempt(ReadHostFile("/proc/sys/kernel/sysrq") != sysrq_before, "sysrq written");
+  auto w = Sh(ws_, "echo 1 > /proc/sys/kernel/sysrq && echo WROTE");
+  t.Attempt(absl::StrContains(w.stdout(), "WROTE"), "/proc/sys writable");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, SetuidBinary) {
+  EscapeTally t("setuid binary");
+  // A set-user-ID root copy of id(1) in the workspace, and the host's own ones.
+  const std::string copy = ws_ + "/suid_id";
+  ASSERT_EQ(std::system(absl::StrCat("cp /usr/bin/id '", copy, "'").c_str()), 0);
+  ASSERT_EQ(chown(copy.c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod(copy.c_str(), 04755), 0);
+  auto r = Exec(ws_, {"/workspace/suid_id", "-u"});
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  t.Attempt(r.stdout() == "0\n", "euid 0 from a setuid copy");
+  auto s = Sh(ws_, "for f in /usr/bin/* /usr/sbin/*; do if [ -u \"$f\" ]; then "
+                   "\"$f\" --help >/dev/null 2>&1; echo \"$f\"; fi; done; "
+                   "mount -t tmpfs none /workspace 2>&1; su -c id 2>&1; id -u");
+  t.Attempt(absl::StrContains(s.stdout(), "uid=0("), "root through a host setuid binary");
+  EXPECT_TRUE(absl::EndsWith(s.stdout(), "1000\n")) << s.stdout();
+  EXPECT_EQ(t.successes(), 0);
+}
+
+TEST_F(EscapeTest, WrapperHidesDeniedExecutable) {
+  EscapeTally t("a wrapper that hides a denied executable");
+  ASSERT_EQ(symlink("/usr/bin/rm", (ws_ + "/cat").c_str()), 0);
+  CommandRules rules;
+  rules.name = "tools";
+  SandboxViewResolver resolver(ws_);
+  for (const char* exe : {"env", "nice", "timeout", "xargs", "sh", "bash", "find", "cat",
+                          "echo", "nohup", "stdbuf", "git"}) {
+    auto path = resolver.Resolve(exe, "/workspace");
+    if (path.ok()) rules.executables.push_back({exe, *path, {}, {}, {}});
+  }
+  SandboxOptions options;
+  options.rule_sets.push_back(rules);
+  const std::vector<std::vector<std::string>> attempts = {
+      {"env", "rm", "a.txt"},
+      {"env", "-i", "FOO=1", "rm", "a.txt"},
+      {"env", "-S", "rm a.txt"},
+      {"nice", "-n", "5", "rm", "a.txt"},
+      {"timeout", "5", "rm", "a.txt"},
+      {"nohup", "rm", "a.txt"},
+      {"stdbuf", "-o0", "rm", "a.txt"},
+      {"xargs", "rm"},
+      {"sh", "-c", "rm a.txt"},
+      {"bash", "-c", "exec rm a.txt"},
+      {"sh", "-c", "cat a.txt; rm a.txt"},
+      {"sh", "-c", "$(echo rm) a.txt"},
+      {"find", ".", "-name", "a.txt", "-exec", "rm", "{}", ";"},
+      {"env", "nice", "timeout", "5", "sh", "-c", "rm a.txt"},
+      {"./cat", "a.txt"},
+      {"/usr/bin/../bin/rm", "a.txt"},
+      {"env", "PATH=/workspace", "cat", "a.txt"},
+      {"git", "-c", "alias.x=!rm a.txt", "x"},
+  };
+  for (const auto& argv : attempts) {
+    v1::ToolCall call = ExecCall(ws_, argv);
+    call.mutable_grant()->set_exec_rules("tools");
+    call.mutable_grant()->add_write_paths("**");
+    call.mutable_exec()->set_stdin("a.txt\n");
+    auto r = Sandbox(options).Run(call);
+    EXPECT_EQ(r.outcome(), v1::TOOL_DENIED) << argv[0] << " " << argv.back();
+    EXPECT_TRUE(absl::StartsWith(r.denial_reason(), "rule:")) << r.denial_reason();
+    t.Attempt(r.outcome() != v1::TOOL_DENIED || !HostPathExists(ws_ + "/a.txt"),
+              absl::StrCat(argv[0], " ... ", argv.back(), ": ", r.denial_reason()));
+  }
+  // The allowed form still runs.
+  v1::ToolCall ok = ExecCall(ws_, {"env", "cat", "a.txt"});
+  ok.mutable_grant()->set_exec_rules("tools");
+  auto r = Sandbox(options).Run(ok);
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN) << r.denial_reason();
+  EXPECT_EQ(r.stdout(), "original\n");
+  EXPECT_EQ(t.successes(), 0);
+}
+
+}  // namespace
+}  // namespace gantry::sandbox

@@ -1,0 +1,50 @@
+// Resolves argv[0] to the real executable as the sandbox will see it.
+//
+// The sandbox's file system is a fixed view of the host (isolation.h): /usr, the
+// top-level /bin, /lib* links, a few /etc entries and the workspace at /workspace.
+// Resolution walks that view component by component, reading symlinks with the
+// sandbox's root (so a link in the workspace that points at "/usr/bin/curl" resolves
+// to /usr/bin/curl, and one that points at "/home/..." resolves to nothing), searches
+// kSandboxPath for a bare name like execvp, and returns the final absolute path with
+// every link followed ("/usr/bin/python3" -> "/usr/bin/python3.11").
+//
+// Thread-safety: Resolve is const and thread-safe.
+#ifndef GANTRY_SANDBOX_SVC_EXECUTABLE_RESOLVER_H_
+#define GANTRY_SANDBOX_SVC_EXECUTABLE_RESOLVER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gantry::sandbox {
+
+class ExecutableResolver {
+ public:
+  virtual ~ExecutableResolver() = default;
+  // `name`: argv[0] as given; `cwd`: absolute working directory inside the sandbox.
+  // Returns the absolute path of a regular, executable file inside the sandbox.
+  // Errors: NOT_FOUND (nothing executable by that name in the sandbox).
+  virtual absl::StatusOr<std::string> Resolve(absl::string_view name,
+                                              absl::string_view cwd) const = 0;
+};
+
+// The real view. `host_workspace` is the resolved host path of /workspace ("" when
+// none: then /workspace resolves to nothing).
+class SandboxViewResolver : public ExecutableResolver {
+ public:
+  explicit SandboxViewResolver(std::string host_workspace)
+      : host_workspace_(std::move(host_workspace)) {}
+  absl::StatusOr<std::string> Resolve(absl::string_view name,
+                                      absl::string_view cwd) const override;
+  // Follows every link of an absolute sandbox path; NOT_FOUND when it leaves the view
+  // or does not exist.
+  absl::StatusOr<std::string> RealPath(absl::string_view sandbox_path) const;
+
+ private:
+  std::string host_workspace_;
+};
+
+}  // namespace gantry::sandbox
+
+#endif  // GANTRY_SANDBOX_SVC_EXECUTABLE_RESOLVER_H_

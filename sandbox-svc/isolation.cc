@@ -1,0 +1,476 @@
+#include "sandbox-svc/isolation.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/error_codes.h"
+#include "common/status.h"
+#include "sandbox-svc/seccomp_filter.h"
+
+namespace gantry::sandbox {
+namespace {
+
+constexpr int kChildSeccompFd = 3;
+constexpr int kChildStatusFd = 4;
+
+// Closes a descriptor once, on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { Reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (b.empty()) return a;
+  return absl::StrCat(a, "/", b);
+}
+
+// Everything the child needs, prepared before fork (the child may only make
+// async-signal-safe calls: the parent is multi-threaded).
+struct ChildPlan {
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  int stdin_fd, stdout_fd, stderr_fd, seccomp_fd, status_fd;
+  PrivilegeDrop drop;
+  int netns_fd;  // a fresh network namespace to join, or -1
+  const char* workspace;
+  std::string tmp_options;    // tmpfs options of the sandbox /tmp
+  const char* bwrap;
+  pid_t parent;
+};
+
+[[noreturn]] void ChildFail(const char* what) {
+  // Reported on stderr, which is the capture pipe; the parent sees no child-pid.
+  ssize_t ignored = write(2, "gantry-sandbox: setup failed: ", 30);
+  ignored = write(2, what, strlen(what));
+  ignored = write(2, "\n", 1);
+  (void)ignored;
+  _exit(127);
+}
+
+int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
+
+[[noreturn]] void RunChild(const ChildPlan& p) {
+  setpgid(0, 0);
+  int in = MoveHigh(p.stdin_fd), out = MoveHigh(p.stdout_fd), err = MoveHigh(p.stderr_fd);
+  int sec = MoveHigh(p.seccomp_fd), st = MoveHigh(p.status_fd);
+  if (in < 0 || out < 0 || err < 0 || sec < 0 || st < 0) ChildFail("dup");
+  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
+      dup2(sec, kChildSeccompFd) < 0 || dup2(st, kChildStatusFd) < 0) {
+    ChildFail("dup2");
+  }
+  if (p.drop.as_root) {
+    if (unshare(CLONE_NEWNS) != 0) ChildFail("unshare(CLONE_NEWNS)");
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail("private /");
+    // Opened in the new namespace (a descriptor from the old one cannot be bound) and
+    // before the stage tmpfs may cover it.
+    int ws = open(p.workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ws < 0) ChildFail("open workspace");
+    char ws_proc[64] = "/proc/self/fd/";
+    {
+      char digits[16];
+      int n = 0;
+      for (int v = ws; v > 0 || n == 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+      size_t len = strlen(ws_proc);
+      while (n > 0) ws_proc[len++] = digits[--n];
+      ws_proc[len] = '\0';
+    }
+    if (mount("gantry-stage", kStageRoot, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=64k,mode=0755") != 0) {
+      ChildFail("stage tmpfs");
+    }
+    if (mkdir(kStageWorkspace, 0755) != 0 || mkdir(kStageTmp, 0755) != 0) ChildFail("mkdir");
+    if (mount("gantry-tmp", kStageTmp, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              p.tmp_options.c_str()) != 0) {
+      ChildFail("tmp tmpfs");
+    }
+    if (mount(ws_proc, kStageWorkspace, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      ChildFail("bind workspace");
+    }
+    if (p.netns_fd >= 0 && setns(p.netns_fd, CLONE_NEWNET) != 0) ChildFail("setns(net)");
+    gid_t gid = p.drop.gid;
+    if (setgroups(1, &gid) != 0 || setresgid(gid, gid, gid) != 0 ||
+        setresuid(p.drop.uid, p.drop.uid, p.drop.uid) != 0) {
+      ChildFail("drop privileges");
+    }
+  }
+  // After the credential change (which clears it): die with the service.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != p.parent) _exit(127);
+  syscall(SYS_close_range, 5u, ~0u, 0u);
+  execve(p.bwrap, p.argv.data(), p.envp.data());
+  ChildFail("exec bwrap");
+}
+
+uint64_t Micros(const timeval& tv) {
+  return static_cast<uint64_t>(tv.tv_sec) * 1000000u + static_cast<uint64_t>(tv.tv_usec);
+}
+
+// Reads what is available from `fd` into `out` up to `cap`; returns false at EOF or
+// when the cap was hit (then the caller closes the pipe).
+bool Drain(int fd, uint64_t cap, std::string* out, bool* truncated) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) return false;
+    uint64_t room = cap > out->size() ? cap - out->size() : 0;
+    if (static_cast<uint64_t>(n) > room) {
+      out->append(buf, static_cast<size_t>(room));
+      *truncated = true;
+      return false;
+    }
+    out->append(buf, static_cast<size_t>(n));
+  }
+}
+
+// The "child-pid" bwrap reports on --json-status-fd, or 0.
+pid_t ChildPidFromStatus(const std::string& json) {
+  size_t at = json.find("\"child-pid\"");
+  if (at == std::string::npos) return 0;
+  at = json.find(':', at);
+  if (at == std::string::npos) return 0;
+  ++at;
+  while (at < json.size() && json[at] == ' ') ++at;
+  long pid = 0;
+  size_t digits = 0;
+  for (; at < json.size() && json[at] >= '0' && json[at] <= '9' && digits < 10; ++at, ++digits) {
+    pid = pid * 10 + (json[at] - '0');
+  }
+  // Only a complete number (followed by something) counts.
+  if (digits == 0 || at >= json.size()) return 0;
+  return static_cast<pid_t>(pid);
+}
+
+// Fresh network namespaces, made ahead of time by one background thread so that a
+// call does not wait for one (about as long as the rest of bwrap's set-up on a busy
+// machine). Each holds only a loopback interface, brought up; each is used by exactly
+// one call and dies with it. Root only (creating one needs CAP_SYS_ADMIN).
+class NetnsPool {
+ public:
+  static NetnsPool& Get() {
+    static NetnsPool* pool = new NetnsPool;  // lives for the process, like its thread
+    return *pool;
+  }
+  // A namespace descriptor the caller owns, or -1 when none is ready.
+  int Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { Fill(); }).detach();
+    }
+    if (ready_.empty()) return -1;
+    int fd = ready_.front();
+    ready_.pop_front();
+    cv_.notify_one();
+    return fd;
+  }
+
+ private:
+  static constexpr size_t kTarget = 4;
+  void Fill() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return ready_.size() < kTarget; });
+      }
+      // unshare(CLONE_NEWNET) moves only this thread, which does nothing else.
+      if (unshare(CLONE_NEWNET) != 0) return;  // not permitted: calls fall back to bwrap's
+      int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (s >= 0) {
+        ifreq ifr;
+        memset(&ifr, 0, sizeof(ifr));
+        strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+          ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+          ioctl(s, SIOCSIFFLAGS, &ifr);
+        }
+        close(s);
+      }
+      int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_.push_back(fd);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int> ready_;
+  bool started_ = false;
+};
+
+}  // namespace
+
+std::string BwrapPath() {
+  const char* env = std::getenv("GANTRY_BWRAP");
+  return env && *env ? env : "/usr/bin/bwrap";
+}
+
+const SystemLayout& HostSystemLayout() {
+  static const SystemLayout* layout = [] {
+    auto* l = new SystemLayout;
+    for (const char* name : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+      std::string path = absl::StrCat("/", name);
+      struct stat st;
+      if (lstat(path.c_str(), &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+        if (n > 0) l->links.emplace_back(path, std::string(target, static_cast<size_t>(n)));
+      } else if (S_ISDIR(st.st_mode)) {
+        l->dirs.push_back(path);
+      }
+    }
+    // Only what programs need to load and run: the loader's cache, Debian's
+    // alternatives links (awk, editor, ...), the time zone. Each bind costs bwrap a
+    // remount, so the list stays short.
+    for (const char* name : {"/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"}) {
+      if (access(name, F_OK) == 0) l->etc.push_back(name);
+    }
+    return l;
+  }();
+  return *layout;
+}
+
+std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemLayout& layout,
+                                        bool staged, bool own_netns, int seccomp_fd,
+                                        int status_fd) {
+  std::vector<std::string> a = {"bwrap", "--unshare-user", "--unshare-pid"};
+  if (!own_netns) a.push_back("--unshare-net");
+  a.insert(a.end(), {"--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--uid", "1000", "--gid",
+      "1000", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop",
+      "ALL", "--ro-bind", "/usr", "/usr"});
+  for (const auto& [path, target] : layout.links) {
+    a.insert(a.end(), {"--symlink", target, path});
+  }
+  for (const auto& dir : layout.dirs) a.insert(a.end(), {"--ro-bind", dir, dir});
+  for (const auto& file : layout.etc) a.insert(a.end(), {"--ro-bind", file, file});
+  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev"});
+  if (staged) {
+    a.insert(a.end(), {"--bind", kStageTmp, "/tmp"});
+  } else {
+    a.insert(a.end(), {"--size", std::to_string(spec.limits.tmp_bytes), "--tmpfs", "/tmp"});
+  }
+  const std::string ws_source = staged ? kStageWorkspace : spec.workspace;
+  a.insert(a.end(), {"--ro-bind", ws_source, kSandboxWorkspace});
+  for (const auto& rel : spec.writable) {
+    a.insert(a.end(), {"--bind", JoinPath(ws_source, rel), JoinPath(kSandboxWorkspace, rel)});
+  }
+  a.insert(a.end(), {"--remount-ro", "/", "--chdir", JoinPath(kSandboxWorkspace, spec.cwd),
+                     "--clearenv", "--setenv", "PATH", kSandboxPath, "--setenv", "HOME", "/tmp",
+                     "--setenv", "LANG", "C.UTF-8"});
+  for (const auto& [k, v] : spec.env) a.insert(a.end(), {"--setenv", k, v});
+  a.insert(a.end(), {"--seccomp", std::to_string(seccomp_fd), "--json-status-fd",
+                     std::to_string(status_fd), "--", "/usr/bin/prlimit",
+                     absl::StrCat("--cpu=", spec.limits.cpu_seconds),
+                     absl::StrCat("--as=", spec.limits.address_space_bytes),
+                     absl::StrCat("--nproc=", spec.limits.max_processes),
+                     absl::StrCat("--fsize=", spec.limits.max_file_bytes),
+                     absl::StrCat("--nofile=", spec.limits.max_open_files), "--"});
+  a.insert(a.end(), spec.argv.begin(), spec.argv.end());
+  return a;
+}
+
+PrivilegeDrop ChoosePrivilegeDrop(const std::string& workspace, uid_t fallback_uid,
+                                  gid_t fallback_gid) {
+  PrivilegeDrop drop;
+  if (geteuid() != 0) return drop;
+  drop.as_root = true;
+  struct stat st;
+  if (stat(workspace.c_str(), &st) == 0 && st.st_uid != 0) {
+    drop.uid = st.st_uid;
+    drop.gid = st.st_gid;
+  } else {
+    drop.uid = fallback_uid;
+    drop.gid = fallback_gid;
+  }
+  return drop;
+}
+
+absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const PrivilegeDrop& drop) {
+  if (spec.argv.empty()) return ReasonError("invalid_tool_call", "empty argv");
+  const int64_t start = SystemClock().MonotonicMicros();
+  Fd ws(open(spec.workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (ws.get() < 0) {
+    return ReasonError("invalid_tool_call",
+                       absl::StrCat("cannot open workspace: ", strerror(errno)));
+  }
+  GANTRY_ASSIGN_OR_RETURN(int sec_raw, SeccompProgramFd());
+  Fd sec(sec_raw);
+  Fd in(memfd_create("gantry-stdin", MFD_CLOEXEC));
+  if (in.get() < 0) return ReasonError("internal", "memfd_create failed");
+  for (size_t off = 0; off < spec.stdin_data.size();) {
+    ssize_t n = write(in.get(), spec.stdin_data.data() + off, spec.stdin_data.size() - off);
+    if (n <= 0) return ReasonError("internal", "writing stdin failed");
+    off += static_cast<size_t>(n);
+  }
+  lseek(in.get(), 0, SEEK_SET);
+  int p_out[2], p_err[2], p_st[2];
+  if (pipe2(p_out, O_CLOEXEC) != 0) return ReasonError("internal", "pipe failed");
+  Fd out_r(p_out[0]), out_w(p_out[1]);
+  if (pipe2(p_err, O_CLOEXEC) != 0) return ReasonError("internal", "pipe failed");
+  Fd err_r(p_err[0]), err_w(p_err[1]);
+  if (pipe2(p_st, O_CLOEXEC) != 0) return ReasonError("internal", "pipe failed");
+  Fd st_r(p_st[0]), st_w(p_st[1]);
+
+  Fd netns(drop.as_root ? NetnsPool::Get().Take() : -1);
+  std::vector<std::string> args = BuildBwrapArgv(spec, HostSystemLayout(), drop.as_root,
+                                                 netns.get() >= 0, kChildSeccompFd, kChildStatusFd);
+  const std::string bwrap = BwrapPath();
+  ChildPlan plan;
+  for (auto& s : args) plan.argv.push_back(s.data());
+  plan.argv.push_back(nullptr);
+  plan.envp.push_back(nullptr);
+  plan.stdin_fd = in.get();
+  plan.stdout_fd = out_w.get();
+  plan.stderr_fd = err_w.get();
+  plan.seccomp_fd = sec.get();
+  plan.status_fd = st_w.get();
+  plan.drop = drop;
+  plan.netns_fd = netns.get();
+  plan.workspace = spec.workspace.c_str();
+  plan.tmp_options = absl::StrCat("size=", spec.limits.tmp_bytes, ",mode=1777");
+  plan.bwrap = bwrap.c_str();
+  plan.parent = getpid();
+
+  pid_t pid = fork();
+  if (pid < 0) return ReasonError("internal", absl::StrCat("fork: ", strerror(errno)));
+  if (pid == 0) RunChild(plan);
+  out_w.Reset();
+  err_w.Reset();
+  st_w.Reset();
+  netns.Reset();
+  Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  for (int fd : {out_r.get(), err_r.get(), st_r.get()}) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+
+  RunOutcome outcome;
+  // The sandbox's pid 1 (bwrap's init): when it exits, every process of the sandbox's
+  // pid namespace is gone.
+  Fd init_pidfd;
+  std::string status_json;
+  bool status_trunc = false;
+  const Deadline deadline(SystemClock(), static_cast<int64_t>(spec.limits.wall_ms) * 1000);
+  bool exited = false, killed = false;
+  for (;;) {
+    if (out_r.get() < 0 && err_r.get() < 0 && st_r.get() < 0 && (exited || killed)) break;
+    pollfd fds[4];
+    int n = 0;
+    int idx_out = -1, idx_err = -1, idx_st = -1, idx_pid = -1;
+    if (out_r.get() >= 0) { idx_out = n; fds[n++] = {out_r.get(), POLLIN, 0}; }
+    if (err_r.get() >= 0) { idx_err = n; fds[n++] = {err_r.get(), POLLIN, 0}; }
+    if (st_r.get() >= 0) { idx_st = n; fds[n++] = {st_r.get(), POLLIN, 0}; }
+    if (!exited && pidfd.get() >= 0) { idx_pid = n; fds[n++] = {pidfd.get(), POLLIN, 0}; }
+    int timeout_ms = killed ? 1000 : static_cast<int>((deadline.RemainingMicros() + 999) / 1000);
+    if (n == 0) break;
+    int ready = poll(fds, static_cast<nfds_t>(n), timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if (killed) break;  // clean-up took too long; give up on the pipes
+      kill(pid, SIGKILL);
+      killed = true;
+      outcome.timed_out = true;
+      continue;
+    }
+    if (idx_out >= 0 && fds[idx_out].revents &&
+        !Drain(out_r.get(), spec.limits.stdout_cap_bytes, &outcome.stdout_data,
+               &outcome.stdout_truncated)) {
+      out_r.Reset();
+    }
+    if (idx_err >= 0 && fds[idx_err].revents &&
+        !Drain(err_r.get(), spec.limits.stderr_cap_bytes, &outcome.stderr_data,
+               &outcome.stderr_truncated)) {
+      err_r.Reset();
+    }
+    if (idx_st >= 0 && fds[idx_st].revents &&
+        !Drain(st_r.get(), 4096, &status_json, &status_trunc)) {
+      st_r.Reset();
+    }
+    if (init_pidfd.get() < 0) {
+      pid_t init = ChildPidFromStatus(status_json);
+      if (init > 0) init_pidfd.Reset(static_cast<int>(syscall(SYS_pidfd_open, init, 0)));
+    }
+    if (idx_pid >= 0 && fds[idx_pid].revents) {
+      exited = true;
+      // The pid namespace is gone with bwrap; the pipes reach EOF now. If a writer
+      // somehow survived, stop waiting for it soon.
+      if (!killed && deadline.Expired()) killed = true;
+    }
+    if (!exited && pidfd.get() < 0 && out_r.get() < 0 && err_r.get() < 0 && st_r.get() < 0) {
+      exited = true;  // no pidfd: rely on wait4 below
+    }
+  }
+  // Nothing may outlive the call: kill the namespace's init (a no-op when it is gone)
+  // and wait until it and so every process of the namespace has exited.
+  if (init_pidfd.get() < 0) {
+    pid_t init = ChildPidFromStatus(status_json);
+    if (init > 0) init_pidfd.Reset(static_cast<int>(syscall(SYS_pidfd_open, init, 0)));
+  }
+  if (init_pidfd.get() >= 0) {
+    syscall(SYS_pidfd_send_signal, init_pidfd.get(), SIGKILL, nullptr, 0);
+    pollfd pfd = {init_pidfd.get(), POLLIN, 0};
+    while (poll(&pfd, 1, 5000) < 0 && errno == EINTR) {
+    }
+  }
+  int status = 0;
+  struct rusage ru;
+  memset(&ru, 0, sizeof(ru));
+  while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
+  outcome.wall_us = static_cast<uint64_t>(SystemClock().MonotonicMicros() - start);
+  outcome.user_cpu_us = Micros(ru.ru_utime);
+  outcome.system_cpu_us = Micros(ru.ru_stime);
+  outcome.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024u;
+  if (outcome.timed_out) {
+    outcome.term_signal = SIGKILL;
+    outcome.exit_code = 128 + SIGKILL;
+    return outcome;
+  }
+  if (!absl::StrContains(status_json, "child-pid")) {
+    // bwrap (or our set-up) failed before starting the command.
+    std::string why = outcome.stderr_data.substr(0, 2000);
+    return ReasonError("internal", absl::StrCat("sandbox set-up failed: ", why));
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  outcome.exit_code = code;
+  if (code > 128 && code < 128 + 65) outcome.term_signal = code - 128;
+  return outcome;
+}
+
+}  // namespace gantry::sandbox

@@ -1,0 +1,229 @@
+// The isolation layer and the tools, run for real through bubblewrap (as root).
+#include "sandbox-svc/isolation.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "sandbox-svc/sandbox.h"
+#include "sandbox-svc/sandbox_test_support.h"
+#include "sandbox-svc/seccomp_filter.h"
+
+namespace gantry::sandbox {
+namespace {
+
+using testing::ExecCall;
+using testing::MakeWorkspace;
+using testing::ReadHostFile;
+
+bool Has(const std::vector<std::string>& argv, const std::vector<std::string>& seq) {
+  return std::search(argv.begin(), argv.end(), seq.begin(), seq.end()) != argv.end();
+}
+
+TEST(BwrapArgvTest, HasEveryLayer) {
+  IsolationSpec spec;
+  spec.workspace = "/w";
+  spec.writable = {"src", "out/x"};
+  spec.argv = {"/usr/bin/cat", "a"};
+  spec.cwd = "src";
+  spec.env = {{"FOO", "bar"}};
+  SystemLayout layout{{{"/bin", "usr/bin"}}, {"/lib64"}, {"/etc/ld.so.cache"}};
+  auto a = BuildBwrapArgv(spec, layout, true, false, 3, 4);
+  for (const char* flag : {"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                           "--unshare-uts", "--disable-userns", "--die-with-parent",
+                           "--new-session", "--clearenv"}) {
+    EXPECT_TRUE(Has(a, {flag})) << flag;
+  }
+  EXPECT_TRUE(Has(a, {"--cap-drop", "ALL"}));
+  EXPECT_TRUE(Has(a, {"--ro-bind", "/usr", "/usr"}));
+  EXPECT_TRUE(Has(a, {"--symlink", "usr/bin", "/bin"}));
+  EXPECT_TRUE(Has(a, {"--ro-bind", "/lib64", "/lib64"}));
+  EXPECT_TRUE(Has(a, {"--ro-bind", kStageWorkspace, "/workspace"}));
+  EXPECT_TRUE(Has(a, {"--bind", "/tmp/ws/src", "/workspace/src"}));
+  EXPECT_TRUE(Has(a, {"--bind", "/tmp/ws/out/x", "/workspace/out/x"}));
+  EXPECT_TRUE(Has(a, {"--bind", kStageTmp, "/tmp"}));
+  EXPECT_TRUE(Has(a, {"--remount-ro", "/"}));
+  EXPECT_TRUE(Has(a, {"--chdir", "/workspace/src"}));
+  EXPECT_TRUE(Has(a, {"--setenv", "FOO", "bar"}));
+  EXPECT_TRUE(Has(a, {"--seccomp", "3", "--json-status-fd", "4", "--", "/usr/bin/prlimit"}));
+  EXPECT_TRUE(Has(a, {"--", "/usr/bin/cat", "a"}));
+  EXPECT_EQ(a.back(), "a");
+  // Without staging (not root): a sized tmpfs and the workspace by its path.
+  auto b = BuildBwrapArgv(spec, layout, false, false, 3, 4);
+  EXPECT_TRUE(Has(b, {"--tmpfs", "/tmp"}));
+  EXPECT_TRUE(Has(b, {"--ro-bind", "/w", "/workspace"}));
+  // With a namespace joined ahead of time, bwrap does not make another.
+  auto c = BuildBwrapArgv(spec, layout, true, true, 3, 4);
+  EXPECT_FALSE(Has(c, {"--unshare-net"}));
+}
+
+TEST(SeccompTest, CompilesAndCoversTheDeniedCalls) {
+  auto program = SeccompProgram();
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->size() % 8, 0u);  // struct sock_filter is 8 bytes
+  const auto& names = DeniedSyscallNames();
+  for (const char* n : {"ptrace", "mount", "kexec_load", "bpf", "perf_event_open", "keyctl",
+                        "unshare", "setns"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+}
+
+class SandboxToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::RequireRoot()) GTEST_SKIP() << "not root (recorded as a failure)";
+    ws_ = MakeWorkspace(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                        {{"lines.txt", "one\ntwo\nthree\nfour\n"},
+                         {"src/a.c", "int a;\n// TODO fix\n"},
+                         {"src/b.h", "// todo later\n"},
+                         {"docs/readme.md", "hello\n"}});
+  }
+  v1::ToolResult Run(v1::ToolCall call) {
+    call.set_workspace(ws_);
+    return Sandbox(options_).Run(call);
+  }
+  v1::ToolResult Exec(const std::vector<std::string>& argv) {
+    SandboxOptions o;
+    o.isolation_only = true;
+    return Sandbox(o).Run(ExecCall(ws_, argv));
+  }
+  std::string ws_;
+  SandboxOptions options_;
+};
+
+TEST_F(SandboxToolsTest, ExecReportsExitSignalStdinEnvAndCwd) {
+  auto r = Exec({"sh", "-c", "exit 7"});
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
+  EXPECT_EQ(r.exit_code(), 7);
+  EXPECT_EQ(r.resolved_executable(), Exec({"sh", "-c", ":"}).resolved_executable());
+  auto k = Exec({"sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(k.term_signal(), 15);
+  SandboxOptions o;
+  o.isolation_only = true;
+  v1::ToolCall call = ExecCall(ws_, {"sh", "-c", "cat; echo \"$FOO\"; pwd"});
+  call.mutable_exec()->set_stdin("from stdin\n");
+  (*call.mutable_exec()->mutable_env())["FOO"] = "bar";
+  call.mutable_exec()->set_cwd("src");
+  auto s = Sandbox(o).Run(call);
+  EXPECT_EQ(s.stdout(), "from stdin\nbar\n/workspace/src\n") << s.stderr();
+  EXPECT_EQ(s.call_id(), "call_test");
+  EXPECT_EQ(s.task_id(), "task_test");
+  EXPECT_GT(s.usage().wall_us(), 0u);
+}
+
+TEST_F(SandboxToolsTest, MalformedCallsAreToolErrorsOrDenials) {
+  SandboxOptions o;
+  o.isolation_only = true;
+  v1::ToolCall none;
+  none.set_workspace(ws_);
+  EXPECT_EQ(Sandbox(o).Run(none).outcome(), v1::TOOL_ERROR);
+  auto bad_ws = Sandbox(o).Run(ExecCall("relative/ws", {"true"}));
+  EXPECT_EQ(bad_ws.outcome(), v1::TOOL_ERROR);
+  EXPECT_EQ(bad_ws.error().code(), "INVALID_ARGUMENT");
+  EXPECT_EQ(Sandbox(o).Run(ExecCall(ws_, {})).outcome(), v1::TOOL_ERROR);
+  EXPECT_EQ(Sandbox(o).Run(ExecCall(ws_, {std::string("a\0b", 3)})).outcome(), v1::TOOL_ERROR);
+  EXPECT_EQ(Sandbox(o).Run(ExecCall(ws_, {"no-such-program"})).outcome(), v1::TOOL_DENIED);
+  v1::ToolCall env = ExecCall(ws_, {"true"});
+  (*env.mutable_exec()->mutable_env())["LD_PRELOAD"] = "/workspace/x.so";
+  EXPECT_EQ(Sandbox(o).Run(env).outcome(), v1::TOOL_DENIED);
+  v1::ToolCall cwd = ExecCall(ws_, {"true"});
+  cwd.mutable_exec()->set_cwd("../..");
+  EXPECT_EQ(Sandbox(o).Run(cwd).outcome(), v1::TOOL_DENIED);
+  // The service (no isolation_only) denies exec without a matching rule set.
+  auto d = Sandbox(SandboxOptions{}).Run(ExecCall(ws_, {"true"}));
+  EXPECT_EQ(d.outcome(), v1::TOOL_DENIED);
+  EXPECT_TRUE(absl::StartsWith(d.denial_reason(), "rule:default-deny:")) << d.denial_reason();
+}
+
+TEST_F(SandboxToolsTest, ReadFileWithLineRanges) {
+  v1::ToolCall c;
+  c.mutable_read_file()->set_path("lines.txt");
+  EXPECT_EQ(Run(c).stdout(), "one\ntwo\nthree\nfour\n");
+  c.mutable_read_file()->set_first_line(2);
+  c.mutable_read_file()->set_last_line(3);
+  EXPECT_EQ(Run(c).stdout(), "two\nthree\n");
+  c.mutable_read_file()->set_last_line(0);
+  EXPECT_EQ(Run(c).stdout(), "two\nthree\nfour\n");
+  c.mutable_read_file()->set_first_line(0);
+  c.mutable_read_file()->set_last_line(1);
+  EXPECT_EQ(Run(c).stdout(), "one\n");
+  c.mutable_read_file()->set_first_line(3);
+  EXPECT_EQ(Run(c).outcome(), v1::TOOL_ERROR);
+  // A read grant narrows what is readable.
+  v1::ToolCall g;
+  g.mutable_grant()->add_read_paths("docs/**");
+  g.mutable_read_file()->set_path("lines.txt");
+  EXPECT_EQ(Run(g).outcome(), v1::TOOL_DENIED);
+  g.mutable_read_file()->set_path("docs/readme.md");
+  EXPECT_EQ(Run(g).stdout(), "hello\n");
+}
+
+TEST_F(SandboxToolsTest, ListDirGlobGrep) {
+  v1::ToolCall l;
+  l.mutable_list_dir()->set_path("");
+  EXPECT_EQ(Run(l).stdout(), "docs/\nlines.txt\nsrc/\n");
+  v1::ToolCall g;
+  g.mutable_glob()->set_pattern("**/*.c");
+  EXPECT_EQ(Run(g).stdout(), "src/a.c\n");
+  g.mutable_glob()->set_pattern("*.h");
+  g.mutable_glob()->set_base("src");
+  EXPECT_EQ(Run(g).stdout(), "src/b.h\n");
+  v1::ToolCall r;
+  r.mutable_grep()->set_pattern("todo");
+  r.mutable_grep()->set_path("src");
+  r.mutable_grep()->set_ignore_case(true);
+  auto out = Run(r);
+  EXPECT_EQ(out.outcome(), v1::TOOL_RAN);
+  EXPECT_TRUE(absl::StrContains(out.stdout(), "src/a.c:2:// TODO fix")) << out.stdout();
+  EXPECT_TRUE(absl::StrContains(out.stdout(), "src/b.h:1:")) << out.stdout();
+  r.mutable_grep()->set_max_matches(1);
+  auto one = Run(r);
+  EXPECT_EQ(std::count(one.stdout().begin(), one.stdout().end(), '\n'), 1);
+  r.mutable_grep()->set_pattern("nomatchanywhere");
+  EXPECT_EQ(Run(r).exit_code(), 1);
+}
+
+TEST_F(SandboxToolsTest, WriteFileAndEditOnlyWhereGranted) {
+  v1::ToolCall w;
+  w.mutable_write_file()->set_path("src/new.c");
+  w.mutable_write_file()->set_content("new\n");
+  auto denied = Run(w);
+  EXPECT_EQ(denied.outcome(), v1::TOOL_DENIED);
+  EXPECT_TRUE(absl::StartsWith(denied.denial_reason(), "rule:grant:"));
+  EXPECT_FALSE(testing::HostPathExists(ws_ + "/src/new.c"));
+  w.mutable_grant()->add_write_paths("src/**");
+  auto ok = Run(w);
+  EXPECT_EQ(ok.outcome(), v1::TOOL_RAN) << ok.stderr();
+  EXPECT_EQ(ok.exit_code(), 0) << ok.stderr();
+  EXPECT_EQ(ReadHostFile(ws_ + "/src/new.c"), "new\n");
+  w.mutable_write_file()->set_path("src/a.c");
+  w.mutable_write_file()->set_content("replaced\n");
+  EXPECT_EQ(Run(w).exit_code(), 0);
+  EXPECT_EQ(ReadHostFile(ws_ + "/src/a.c"), "replaced\n");
+  w.mutable_write_file()->set_path("lines.txt");
+  EXPECT_EQ(Run(w).outcome(), v1::TOOL_DENIED);
+
+  v1::ToolCall e;
+  e.mutable_grant()->add_write_paths("lines.txt");
+  e.mutable_edit()->set_path("lines.txt");
+  e.mutable_edit()->set_old_text("two");
+  e.mutable_edit()->set_new_text("TWO");
+  auto edited = Run(e);
+  EXPECT_EQ(edited.outcome(), v1::TOOL_RAN);
+  EXPECT_EQ(edited.exit_code(), 0) << edited.stderr();
+  EXPECT_EQ(ReadHostFile(ws_ + "/lines.txt"), "one\nTWO\nthree\nfour\n");
+  e.mutable_edit()->set_old_text("absent");
+  auto missing = Run(e);
+  EXPECT_EQ(missing.exit_code(), 1);
+  EXPECT_TRUE(absl::StrContains(missing.stderr(), "not found"));
+  e.mutable_edit()->set_old_text("o");
+  EXPECT_EQ(Run(e).exit_code(), 1);  // not unique
+  e.mutable_edit()->set_replace_all(true);
+  e.mutable_edit()->set_new_text("0");
+  EXPECT_EQ(Run(e).exit_code(), 0);
+  EXPECT_EQ(ReadHostFile(ws_ + "/lines.txt"), "0ne\nTWO\nthree\nf0ur\n");
+}
+
+}  // namespace
+}  // namespace gantry::sandbox

@@ -1,0 +1,115 @@
+#include "sandbox-svc/sandbox_test_support.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace gantry::sandbox::testing {
+namespace {
+
+void ChownTree(const std::string& path, uid_t uid) {
+  if (lchown(path.c_str(), uid, uid) != 0) return;
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  DIR* d = opendir(path.c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") ChownTree(absl::StrCat(path, "/", n), uid);
+  }
+  closedir(d);
+}
+
+}  // namespace
+
+bool RequireRoot() {
+  if (geteuid() == 0) return true;
+  ADD_FAILURE() << "the sandbox tests must run as root (CI runs them as root on Debian 12): "
+                   "as another user the uid drop, the noexec /tmp and RLIMIT_NPROC cannot be "
+                   "exercised, and a silent pass would prove nothing";
+  return false;
+}
+
+std::string MakeWorkspace(const std::string& name,
+                          const std::vector<std::pair<std::string, std::string>>& files,
+                          uid_t uid) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/", name);
+  std::string cmd = absl::StrCat("rm -rf '", dir, "'");
+  if (std::system(cmd.c_str()) != 0) ADD_FAILURE() << cmd;
+  mkdir(dir.c_str(), 0755);
+  for (const auto& [rel, content] : files) {
+    std::string path = absl::StrCat(dir, "/", rel);
+    std::string parent = path.substr(0, path.rfind('/'));
+    std::string mk = absl::StrCat("mkdir -p '", parent, "'");
+    if (std::system(mk.c_str()) != 0) ADD_FAILURE() << mk;
+    std::ofstream(path) << content;
+  }
+  ChownTree(dir, uid);
+  return dir;
+}
+
+v1::ToolCall ExecCall(const std::string& workspace, const std::vector<std::string>& argv) {
+  v1::ToolCall call;
+  call.set_call_id("call_test");
+  call.set_task_id("task_test");
+  call.set_workspace(workspace);
+  for (const auto& a : argv) call.mutable_exec()->add_argv(a);
+  return call;
+}
+
+std::string ReadHostFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool HostPathExists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+int CountProcessesOf(uid_t uid) {
+  int n = 0;
+  DIR* d = opendir("/proc");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    int pid;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    struct stat st;
+    if (stat(absl::StrCat("/proc/", pid).c_str(), &st) != 0 || st.st_uid != uid) continue;
+    // A zombie has exited; it only waits for its (re)parent to reap it.
+    const std::string stat_line = ReadHostFile(absl::StrCat("/proc/", pid, "/stat"));
+    size_t paren = stat_line.rfind(')');
+    if (paren != std::string::npos && stat_line.substr(paren + 2, 1) == "Z") continue;
+    ++n;
+    std::printf("live process of uid %u: %s", static_cast<unsigned>(uid), stat_line.c_str());
+  }
+  closedir(d);
+  return n;
+}
+
+EscapeTally::~EscapeTally() {
+  std::printf("ESCAPE %s: attempts=%d successes=%d\n", name_.c_str(), attempts_, successes_);
+  std::fflush(stdout);
+}
+
+void EscapeTally::Attempt(bool escaped, const std::string& what) {
+  ++attempts_;
+  if (escaped) {
+    ++successes_;
+    ADD_FAILURE() << "escape succeeded: " << what;
+  }
+}
+
+}  // namespace gantry::sandbox::testing

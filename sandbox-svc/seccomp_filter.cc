@@ -1,0 +1,110 @@
+#include "sandbox-svc/seccomp_filter.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/status.h"
+
+namespace gantry::sandbox {
+namespace {
+
+absl::StatusOr<std::string> Build() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == nullptr) return ReasonError("internal", "seccomp_init failed");
+  auto fail = [&](const std::string& what) {
+    seccomp_release(ctx);
+    return ReasonError("internal", absl::StrCat("seccomp: ", what));
+  };
+  const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
+  for (const std::string& name : DeniedSyscallNames()) {
+    int nr = seccomp_syscall_resolve_name(name.c_str());
+    if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
+    if (seccomp_rule_add(ctx, deny, nr, 0) != 0) return fail(absl::StrCat("rule ", name));
+  }
+  if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0) {
+    return fail("clone3");
+  }
+  // clone's flags are its first argument on x86-64 and arm64: deny any CLONE_NEW*.
+  for (unsigned long flag : {CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+                             CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP}) {
+    if (seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
+                         SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)) != 0) {
+      return fail("clone flags");
+    }
+  }
+  // prlimit64(pid, ...) on anything but the caller itself (pid 0).
+  if (seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0)) != 0) {
+    return fail("prlimit64");
+  }
+  for (unsigned long request : {static_cast<unsigned long>(TIOCSTI),
+                                static_cast<unsigned long>(TIOCLINUX)}) {
+    if (seccomp_rule_add(ctx, deny, SCMP_SYS(ioctl), 1,
+                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, request)) != 0) {
+      return fail("ioctl");
+    }
+  }
+  int fd = memfd_create("gantry-seccomp-export", MFD_CLOEXEC);
+  if (fd < 0) return fail("memfd_create");
+  if (seccomp_export_bpf(ctx, fd) != 0) {
+    close(fd);
+    return fail("export");
+  }
+  seccomp_release(ctx);
+  std::string program;
+  lseek(fd, 0, SEEK_SET);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) program.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (program.empty()) return ReasonError("internal", "seccomp: empty program");
+  return program;
+}
+
+}  // namespace
+
+const std::vector<std::string>& DeniedSyscallNames() {
+  static const auto* names = new std::vector<std::string>{
+      "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+      "mount", "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig",
+      "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr", "unshare", "setns",
+      "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+      "reboot", "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd",
+      "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "bpf",
+      "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd",
+      "io_uring_setup", "io_uring_enter", "io_uring_register", "open_by_handle_at",
+      "name_to_handle_at", "lookup_dcookie", "iopl", "ioperm", "uselib", "nfsservctl",
+      "vhangup", "fanotify_init"};
+  return *names;
+}
+
+absl::StatusOr<std::string> SeccompProgram() {
+  static const auto* program = new absl::StatusOr<std::string>(Build());
+  return *program;
+}
+
+absl::StatusOr<int> SeccompProgramFd() {
+  GANTRY_ASSIGN_OR_RETURN(std::string program, SeccompProgram());
+  int fd = memfd_create("gantry-seccomp", MFD_CLOEXEC);
+  if (fd < 0) return ReasonError("internal", "memfd_create failed");
+  size_t off = 0;
+  while (off < program.size()) {
+    ssize_t n = write(fd, program.data() + off, program.size() - off);
+    if (n <= 0) {
+      close(fd);
+      return ReasonError("internal", "writing the seccomp program failed");
+    }
+    off += static_cast<size_t>(n);
+  }
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+}  // namespace gantry::sandbox
