@@ -18,6 +18,7 @@
 #include "tokenizer-svc/tokenizer/normalizer.h"
 #include "tokenizer-svc/tokenizer/post_processor.h"
 #include "tokenizer-svc/tokenizer/pre_tokenizer.h"
+#include "worker/gguf/gguf.h"
 
 namespace gantry::tokenizer {
 namespace {
@@ -69,13 +70,28 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
       size_t n = std::fread(magic, 1, sizeof(magic), f);
       std::fclose(f);
       if (n == 4 && std::string(magic, 4) == "GGUF") {
-        return absl::UnimplementedError(absl::StrCat(
-            path, " is a GGUF file: tokenizers from GGUF are not supported yet; pass a directory "
-                  "holding tokenizer.json"));
+        auto file = gguf::GgufFile::Open(path);
+        if (!file.ok()) {
+          // GgufFile::Open drops the reason when it prefixes the path; every
+          // INVALID_ARGUMENT from it is a malformed file.
+          std::string reason = ReasonOf(file.status());
+          if (reason.empty() && file.status().code() == absl::StatusCode::kInvalidArgument) {
+            reason = "invalid_gguf";
+          }
+          return Error(file.status().code(), reason,
+                       absl::StrCat("not a valid GGUF file: ", file.status().message()));
+        }
+        auto tokenizer = FromGguf(**file);
+        if (!tokenizer.ok()) {
+          return absl::Status(tokenizer.status().code(),
+                              absl::StrCat(path, ": ", tokenizer.status().message()));
+        }
+        return tokenizer;
       }
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a directory; pass a directory holding tokenizer.json"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is neither a directory nor a GGUF file; pass a directory holding tokenizer.json "
+              "or a .gguf model"));
   }
   GANTRY_ASSIGN_OR_RETURN(std::string tokenizer_json, ReadFile(path + "/tokenizer.json"));
   std::string config_json;

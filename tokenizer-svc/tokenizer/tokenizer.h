@@ -13,7 +13,18 @@
 // <tool_call>) are still matched, as in HF. Callers that tokenize user content must
 // set split_special unless policy says otherwise.
 //
-// GGUF vocabularies are not supported yet: Load() rejects them with UNIMPLEMENTED.
+// GGUF vocabularies (FromGguf, or Load() given a .gguf file): tokenizer.ggml.model
+// "gpt2" (byte-level BPE) with tokenizer.ggml.pre "qwen2", "llama-bpe" (also "llama3",
+// "llama-v3") or "gpt-2" builds the pipeline that family's tokenizer.json has, so the ids
+// equal Hugging Face's: the same Split regex, the same normalizer (Qwen2's NFC: llama.cpp
+// skips it, HF applies it, and HF is the reference) and ignore_merges for Llama 3.
+// Token types: NORMAL -> model vocabulary; CONTROL -> special added token; USER_DEFINED
+// -> non-special added token; UNUSED -> no token. bos/eos from tokenizer.ggml.*_token_id;
+// add_special adds BOS/EOS when tokenizer.ggml.add_bos_token / add_eos_token say so.
+// Known difference: a GGUF's token types come from its converter, which marks every
+// "<|...|>" added token CONTROL; HF keeps some of them non-special (Qwen's
+// <|fim_prefix|>), so with split_special those few are text here but tokens in HF.
+// SentencePiece GGUFs ("llama") and other pre-tokenizers are UNIMPLEMENTED.
 //
 // Thread-safety: a loaded Tokenizer is immutable (its per-word cache is internally
 // synchronized); Encode/Decode may run from many threads. A StreamDecoder is not
@@ -29,6 +40,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
+
+namespace gantry::gguf {
+class GgufFile;
+}  // namespace gantry::gguf
 
 namespace gantry::tokenizer {
 
@@ -50,10 +65,17 @@ struct EncodeOptions {
 class Tokenizer {
  public:
   // Loads `path`: a directory holding tokenizer.json and, optionally,
-  // tokenizer_config.json. NOT_FOUND when tokenizer.json is missing; UNIMPLEMENTED for a
-  // GGUF file (not supported yet) or for components this implementation lacks;
-  // INVALID_ARGUMENT for a malformed file or a path that is not a directory.
+  // tokenizer_config.json, or a GGUF file (recognised by its magic; see FromGguf).
+  // NOT_FOUND when tokenizer.json is missing; UNIMPLEMENTED for components this
+  // implementation lacks; INVALID_ARGUMENT for a malformed file (a bad GGUF: reason
+  // "invalid_gguf") or a path that is neither a directory nor a GGUF file.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
+
+  // The tokenizer of a GGUF file's tokenizer.ggml.* metadata (rules at the top of this
+  // file). `file` is only read during the call. INVALID_ARGUMENT when the metadata is
+  // missing or malformed (names the key); UNIMPLEMENTED for a tokenizer.ggml.model or
+  // tokenizer.ggml.pre this implementation does not support (names it).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const gguf::GgufFile& file);
 
   // The same from the files' contents; `config_json` may be empty (no config).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(absl::string_view tokenizer_json,
@@ -73,7 +95,8 @@ class Tokenizer {
   // As Decode(), but the raw bytes before the UTF-8 repair (used by StreamDecoder).
   absl::StatusOr<std::string> DecodeToBytes(const std::vector<int32_t>& ids, bool skip_special) const;
 
-  // One more than the largest id of the model and the added tokens.
+  // One more than the largest id of the model and the added tokens (from a GGUF: the
+  // length of tokenizer.ggml.tokens, unused ids included).
   int32_t vocab_size() const { return vocab_size_; }
   // The token's text as written in tokenizer.json (added tokens: their content), or
   // nullopt for an unused id.

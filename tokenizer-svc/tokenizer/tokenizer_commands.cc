@@ -144,8 +144,8 @@ const cli::Subcommand kTokenizeCommand = {
     "tokenize", "print the token ids of a text as a JSON array",
     "Usage: gantry tokenize --tokenizer PATH [--add-special] [--split-special] [FILE|-]\n\n"
     "Reads FILE (or stdin) as raw UTF-8 bytes and prints its token ids as one JSON array.\n"
-    "  --tokenizer PATH  a directory holding tokenizer.json (and tokenizer_config.json);\n"
-    "                    GGUF files are not supported yet\n"
+    "  --tokenizer PATH  a directory holding tokenizer.json (and tokenizer_config.json),\n"
+    "                    or a GGUF file (its tokenizer.ggml.* vocabulary; byte-level BPE)\n"
     "  --add-special     add the tokenizer's template tokens (BOS, ...), as HF\n"
     "                    add_special_tokens=True\n"
     "  --split-special   treat special tokens in the text as plain text (for untrusted\n"
@@ -158,7 +158,7 @@ const cli::Subcommand kDetokenizeCommand = {
     "Usage: gantry detokenize --tokenizer PATH [--skip-special] [FILE|-]\n\n"
     "Reads a JSON array of token ids from FILE (or stdin) and prints their text exactly\n"
     "(no newline added; invalid UTF-8 from partial byte tokens becomes U+FFFD).\n"
-    "  --tokenizer PATH  a directory holding tokenizer.json\n"
+    "  --tokenizer PATH  a directory holding tokenizer.json, or a GGUF file\n"
     "  --skip-special    leave out special tokens\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n",
     &RunDetokenize};

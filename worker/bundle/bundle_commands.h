@@ -1,4 +1,4 @@
-// `gantry bundle`: make-test-model (pack and verify land with the bundle manifest).
+// `gantry bundle`: pack, verify (docs/bundle.md) and make-test-model.
 #ifndef GANTRY_WORKER_BUNDLE_BUNDLE_COMMANDS_H_
 #define GANTRY_WORKER_BUNDLE_BUNDLE_COMMANDS_H_
 

@@ -192,7 +192,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   absl::Status parsed = file->Parse(
       absl::string_view(static_cast<const char*>(file->mapping_), file->mapping_size_));
   if (!parsed.ok()) {
-    return absl::Status(parsed.code(), absl::StrCat(path, ": ", parsed.message()));
+    return Error(parsed.code(), ReasonOf(parsed), absl::StrCat(path, ": ", parsed.message()));
   }
   return file;
 }

@@ -4,6 +4,8 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -54,6 +56,19 @@ TEST(GgufTest, WriterOutputReadsBack) {
   EXPECT_EQ((b->data - a->data) % 32, 0);
   EXPECT_EQ((*file)->GetUint("missing").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ReasonOf((*file)->GetUint("general.architecture").status()), "invalid_gguf");
+}
+
+TEST(GgufTest, OpenKeepsTheReasonAndNamesThePath) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(dir ? dir : "/tmp") + "/bad.gguf";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  std::fputs("GGUF but not really", f);
+  std::fclose(f);
+  auto file = GgufFile::Open(path);
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(ReasonOf(file.status()), "invalid_gguf");
+  EXPECT_NE(file.status().message().find(path), absl::string_view::npos);
+  EXPECT_EQ(GgufFile::Open(path + ".missing").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(GgufTest, EveryTruncationIsACleanError) {

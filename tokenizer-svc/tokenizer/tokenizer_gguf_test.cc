@@ -1,0 +1,244 @@
+// The GGUF path against the tokenizer.json path and Hugging Face: for Qwen 3 and
+// Llama 3, a `make-test-model` GGUF (vocabulary converted the way llama.cpp's converter
+// does) loaded with Tokenizer::Load(file.gguf) gives, on every corpus case, the ids of
+// the tokenizer.json tokenizer and the expected HF ids, in the "ids" and
+// "ids_split_special" variants; plus texts outside the corpus (non-NFC input) and the
+// refusals for bad or unsupported GGUF tokenizers.
+//
+// Needs $GANTRY_REFERENCE_DIR/tokenizers/<name>/ (fails, does not skip, without it).
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "gtest/gtest.h"
+#include "tokenizer-svc/tokenizer/tokenizer.h"
+#include "worker/gguf/gguf.h"
+#include "worker/testmodel/test_model.h"
+
+namespace gantry::tokenizer {
+namespace {
+
+constexpr char kData[] = "tests/data/tokenizer";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+std::string TempDir() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t != nullptr && *t != '\0' ? t : "/tmp";
+}
+
+std::string ReferenceDir() {
+  const char* root = std::getenv("GANTRY_REFERENCE_DIR");
+  return root == nullptr ? "" : root;
+}
+
+struct Pair {
+  std::unique_ptr<Tokenizer> json;  // from tokenizer.json
+  std::unique_ptr<Tokenizer> gguf;  // from the make-test-model GGUF
+  std::string gguf_path;
+};
+
+// Builds each pair once per test binary; nullptr (after a failure saying why) otherwise.
+Pair* GetPair(const std::string& name) {
+  static auto* cache = new std::map<std::string, Pair>();
+  auto it = cache->find(name);
+  if (it != cache->end()) return &it->second;
+  if (ReferenceDir().empty()) {
+    ADD_FAILURE() << "GANTRY_REFERENCE_DIR is not set (bazel test --test_env=GANTRY_REFERENCE_DIR=...)";
+    return nullptr;
+  }
+  std::string dir = ReferenceDir() + "/tokenizers/" + name;
+  testmodel::TestModelOptions o;
+  o.tokenizer_dir = dir;
+  o.arch = name == "qwen3" ? "qwen3" : "llama";
+  o.n_layer = 1;
+  o.n_embd = 64;
+  Pair pair;
+  pair.gguf_path = TempDir() + "/" + name + ".gguf";
+  auto made = testmodel::MakeTestModel(o, pair.gguf_path);
+  if (!made.ok()) {
+    ADD_FAILURE() << "make-test-model " << name << ": " << made.status();
+    return nullptr;
+  }
+  auto json = Tokenizer::Load(dir);
+  auto gguf = Tokenizer::Load(pair.gguf_path);
+  if (!json.ok() || !gguf.ok()) {
+    ADD_FAILURE() << name << ": " << json.status() << " / " << gguf.status();
+    return nullptr;
+  }
+  pair.json = std::move(json).value();
+  pair.gguf = std::move(gguf).value();
+  return &((*cache)[name] = std::move(pair));
+}
+
+std::vector<std::string> CaseNames(const std::string& tokenizer) {
+  std::vector<std::string> names;
+  std::string dir = std::string(kData) + "/expected/" + tokenizer;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".json") names.push_back(n.substr(0, n.size() - 5));
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void RunCorpus(const std::string& name, bool split_special) {
+  Pair* pair = GetPair(name);
+  if (pair == nullptr) return;
+  const char* key = split_special ? "ids_split_special" : "ids";
+  std::vector<std::string> cases = CaseNames(name);
+  ASSERT_FALSE(cases.empty());
+  int passed = 0;
+  for (const std::string& c : cases) {
+    auto expected = json::Parse(ReadAll(std::string(kData) + "/expected/" + name + "/" + c + ".json"));
+    ASSERT_TRUE(expected.ok()) << c;
+    std::vector<int32_t> want;
+    for (const json::Value& id : expected->Find(key)->items()) want.push_back(static_cast<int32_t>(*id.as_int64()));
+    std::string text = ReadAll(std::string(kData) + "/corpus/" + c + ".txt");
+    EncodeOptions options;
+    options.split_special = split_special;
+    auto from_gguf = pair->gguf->Encode(text, options);
+    auto from_json = pair->json->Encode(text, options);
+    ASSERT_TRUE(from_gguf.ok() && from_json.ok()) << c;
+    EXPECT_EQ(*from_gguf, *from_json) << name << " " << key << " " << c << ": GGUF differs from tokenizer.json";
+    EXPECT_EQ(*from_gguf, want) << name << " " << key << " " << c << ": GGUF differs from Hugging Face";
+    auto decoded = pair->gguf->Decode(*from_gguf);
+    EXPECT_TRUE(decoded.ok() && *decoded == *pair->json->Decode(*from_json)) << name << " " << c << " decode";
+    if (*from_gguf == *from_json && *from_gguf == want) ++passed;
+  }
+  std::printf("gguf %s %s: %d/%zu cases equal tokenizer.json and HF\n", name.c_str(), key, passed, cases.size());
+}
+
+TEST(TokenizerGguf, Qwen3Ids) { RunCorpus("qwen3", false); }
+TEST(TokenizerGguf, Qwen3SplitSpecial) { RunCorpus("qwen3", true); }
+TEST(TokenizerGguf, Llama3Ids) { RunCorpus("llama3", false); }
+TEST(TokenizerGguf, Llama3SplitSpecial) { RunCorpus("llama3", true); }
+
+// Beyond the corpus: the normalizer (NFC for Qwen), digits, specials, added tokens.
+TEST(TokenizerGguf, ExtraTextsAndMetadata) {
+  const std::vector<std::string> texts = {
+      "e\xCC\x81t\xC3\xA9 cafe\xCC\x81 \xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB",  // decomposed é, Hangul jamo
+      "1234567 12 3.14159",
+      "<|im_start|>user\nhi<|im_end|><|begin_of_text|><tool_call>{}</tool_call>",
+      "  leading and trailing  \n\n\t",
+      "I'm, you're, THEY'LL"};
+  for (const char* name : {"qwen3", "llama3"}) {
+    Pair* pair = GetPair(name);
+    if (pair == nullptr) return;
+    for (const std::string& text : texts) {
+      for (bool split : {false, true}) {
+        EncodeOptions options;
+        options.split_special = split;
+        EXPECT_EQ(*pair->gguf->Encode(text, options), *pair->json->Encode(text, options))
+            << name << " split=" << split << ": " << text;
+      }
+    }
+    EXPECT_GE(pair->gguf->vocab_size(), pair->json->vocab_size()) << name;
+    EXPECT_EQ(pair->gguf->TokenId("<|im_start|>").has_value(), std::string(name) == "qwen3");
+    EXPECT_EQ(pair->gguf->eos_id().has_value(), true) << name;
+  }
+  Pair* qwen = GetPair("qwen3");
+  if (qwen == nullptr) return;
+  int32_t im_start = *qwen->gguf->TokenId("<|im_start|>");
+  EXPECT_TRUE(qwen->gguf->IsSpecial(im_start));
+  EXPECT_FALSE(qwen->gguf->IsSpecial(*qwen->gguf->TokenId("<tool_call>")));
+  EXPECT_EQ(qwen->gguf->eos_id(), qwen->json->eos_id());
+  // add_special follows add_bos_token: false for qwen3, true (BOS first) for llama3.
+  EncodeOptions add;
+  add.add_special = true;
+  EXPECT_EQ(*qwen->gguf->Encode("hi", add), *qwen->gguf->Encode("hi"));
+  Pair* llama = GetPair("llama3");
+  if (llama == nullptr) return;
+  auto with_bos = *llama->gguf->Encode("hi", add);
+  ASSERT_FALSE(with_bos.empty());
+  EXPECT_EQ(with_bos[0], *llama->gguf->bos_id());
+  EXPECT_EQ(*llama->gguf->TokenText(with_bos[0]), "<|begin_of_text|>");
+}
+
+gguf::GgufWriter BaseWriter() {
+  gguf::GgufWriter w;
+  w.AddString("general.architecture", "qwen3");
+  return w;
+}
+
+absl::Status LoadWritten(const gguf::GgufWriter& w) {
+  std::string path = TempDir() + "/bad_tokenizer.gguf";
+  EXPECT_TRUE(w.WriteFile(path).ok());
+  return Tokenizer::Load(path).status();
+}
+
+TEST(TokenizerGguf, Refusals) {
+  {
+    gguf::GgufWriter w = BaseWriter();
+    absl::Status s = LoadWritten(w);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("tokenizer.ggml.model"), std::string::npos) << s;
+  }
+  {
+    gguf::GgufWriter w = BaseWriter();
+    w.AddString("tokenizer.ggml.model", "llama");
+    absl::Status s = LoadWritten(w);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_NE(s.message().find("SentencePiece"), std::string::npos) << s;
+  }
+  {
+    gguf::GgufWriter w = BaseWriter();
+    w.AddString("tokenizer.ggml.model", "gpt2");
+    w.AddString("tokenizer.ggml.pre", "deepseek-coder");
+    absl::Status s = LoadWritten(w);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_NE(s.message().find("deepseek-coder"), std::string::npos) << s;
+  }
+  {
+    gguf::GgufWriter w = BaseWriter();
+    w.AddString("tokenizer.ggml.model", "gpt2");
+    w.AddString("tokenizer.ggml.pre", "qwen2");
+    w.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
+    w.AddInt32Array("tokenizer.ggml.token_type", {1, 1});
+    absl::Status s = LoadWritten(w);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("token_type"), std::string::npos) << s;
+  }
+  {
+    gguf::GgufWriter w = BaseWriter();
+    w.AddString("tokenizer.ggml.model", "gpt2");
+    w.AddString("tokenizer.ggml.pre", "qwen2");
+    w.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
+    w.AddStringArray("tokenizer.ggml.merges", {"a c"});
+    absl::Status s = LoadWritten(w);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+  {
+    gguf::GgufWriter w = BaseWriter();
+    w.AddString("tokenizer.ggml.model", "gpt2");
+    w.AddString("tokenizer.ggml.pre", "qwen2");
+    w.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
+    w.AddStringArray("tokenizer.ggml.merges", {"a b"});
+    EXPECT_TRUE(LoadWritten(w).ok());
+  }
+  std::string junk = TempDir() + "/junk.gguf";
+  std::ofstream(junk, std::ios::binary) << std::string("GGUF\x03\0\0\0truncated", 17);
+  auto bad = Tokenizer::Load(junk);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(ReasonOf(bad.status()), "invalid_gguf") << bad.status();
+}
+
+}  // namespace
+}  // namespace gantry::tokenizer
