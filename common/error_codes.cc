@@ -44,6 +44,16 @@ constexpr ErrorReason kReasons[] = {
     {"bundle_mismatch", C::kFailedPrecondition, 500, false,
      "a bundle asset does not match its pinned SHA-256"},
     {"invalid_gguf", C::kInvalidArgument, 500, false, "a GGUF model file is malformed or truncated"},
+    // HTTP framing and routing (router/http). Justification: RFC 9112/9110 name these
+    // statuses, and every error body needs a stable code; none of the rows above fits
+    // (a request for an unknown path is not an unknown model).
+    {"route_not_found", C::kNotFound, 404, false, "no such HTTP path"},
+    {"method_not_allowed", C::kInvalidArgument, 405, false,
+     "the HTTP method is not allowed on this path"},
+    {"headers_too_large", C::kInvalidArgument, 431, false,
+     "the request line or header section exceeds the size limit"},
+    {"server_busy", C::kUnavailable, 503, true,
+     "the gateway is at its connection limit"},
     {"internal", C::kInternal, 500, false, "a bug in Gantry"},
 };
 

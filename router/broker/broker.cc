@@ -1,0 +1,706 @@
+#include "router/broker/broker.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <zmq.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/zmq_io.h"
+#include "gantry/v1/worker.pb.h"
+#include "proto/worker_frames.h"
+
+namespace gantry::broker {
+namespace {
+
+constexpr int kPriorityClasses = 3;
+
+// Serving order of the priority classes: accessibility, interactive, batch.
+int ClassIndex(v1::PriorityClass priority) {
+  switch (priority) {
+    case v1::PRIORITY_ACCESSIBILITY: return 0;
+    case v1::PRIORITY_BATCH: return 2;
+    default: return 1;
+  }
+}
+
+std::string Printable(const std::string& identity) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : identity) {
+    out.push_back(hex[c >> 4]);
+    out.push_back(hex[c & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+class Broker::Impl {
+ public:
+  explicit Impl(BrokerOptions options) : options_(std::move(options)) {}
+  ~Impl() { Stop(); }
+
+  absl::StatusOr<std::string> Bind();
+  void StartThread() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Run();
+  void Stop();
+
+  absl::Status Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink);
+  void Cancel(const std::string& request_id, const std::string& reason);
+  std::optional<v1::BundleIdentity> LiveBundle(const std::string& model) const;
+  std::vector<std::string> LiveModels() const;
+  BrokerStats stats() const;
+
+ private:
+  struct Pending {
+    v1::InferenceRequest request;
+    std::shared_ptr<StreamSink> sink;
+  };
+  struct InFlight {
+    Pending pending;
+    uint64_t next_seq = 0;         // the seq expected from the worker
+    uint64_t relayed = 0;          // events passed to the sink
+    bool cancelled = false;        // the sink already has its Terminal
+    int missing_heartbeats = 0;
+  };
+  struct Worker {
+    std::string identity;
+    std::string worker_id;
+    v1::BundleIdentity bundle;
+    uint32_t slots = 0;
+    int64_t credit = 0;
+    int64_t last_seen_us = 0;
+    std::map<std::string, InFlight> in_flight;
+  };
+
+  // All below: precondition mu_ held.
+  void Wake();
+  void HandleMessage(std::vector<std::string> frames);
+  void OnReady(const std::string& identity, const v1::Ready& ready);
+  void OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat);
+  void OnPartial(Worker& worker, const v1::Partial& partial);
+  void OnFinal(Worker& worker, const v1::Final& final_message);
+  // Marks the worker EXPIRED: fails its in-flight requests with worker_lost, forgets it.
+  void Expire(std::string identity, absl::string_view why);
+  void SendTo(std::string identity, const wire::WorkerMessage& message);
+  void SendDisconnect(const std::string& identity, absl::string_view message);
+  void Tick();
+  void Dispatch();
+  void FailQueuedIfNoWorker(const std::string& model);
+  bool HasLiveWorker(const std::string& model) const;
+  void Deliver(InFlight& flight, v1::StreamEvent event);
+  void Terminate(const std::string& request_id, uint64_t seq, StreamSink& sink,
+                 v1::FinishReason finish, const absl::Status& status);
+  void DropFrame(absl::string_view event, const std::string& identity, absl::string_view why);
+
+  BrokerOptions options_;
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+  int event_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  bool stopped_ = false;
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Worker> workers_;  // by ZeroMQ identity
+  std::unordered_map<std::string, std::string> owner_;  // request id -> worker identity
+  std::map<std::string, std::array<std::deque<Pending>, kPriorityClasses>> queues_;
+  std::set<std::string> known_ids_;  // queued or in flight
+  struct PendingCancel {
+    std::string identity, request_id, reason;
+  };
+  std::vector<PendingCancel> cancels_to_send_;
+  int64_t last_heartbeat_sent_us_ = 0;
+  BrokerStats stats_;
+};
+
+absl::StatusOr<std::string> Broker::Impl::Bind() {
+  try {
+    socket_ = zmq::socket_t(context_, zmq::socket_type::router);
+    socket_.set(zmq::sockopt::router_mandatory, 1);
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind(options_.endpoint);
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("bind ", options_.endpoint, ": ", e.what()));
+  }
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd_ < 0) return absl::InternalError("eventfd failed");
+  return LastEndpoint(socket_);
+}
+
+void Broker::Impl::Wake() {
+  uint64_t one = 1;
+  ssize_t n = write(event_fd_, &one, sizeof(one));
+  (void)n;
+}
+
+void Broker::Impl::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_ = true;
+  if (event_fd_ >= 0) Wake();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> identities;
+    for (auto& [identity, worker] : workers_) identities.push_back(identity);
+    for (const auto& identity : identities) {
+      SendTo(identity, [] {
+        v1::Disconnect d;
+        ToProto(ReasonError("no_worker", "the router is shutting down"), d.mutable_reason());
+        return wire::WorkerMessage(d);
+      }());
+      Expire(identity, "router stopping");
+    }
+    for (auto& [model, classes] : queues_) {
+      for (auto& queue : classes) {
+        for (auto& pending : queue) {
+          Terminate(pending.request.request_id(), 0, *pending.sink, v1::FINISH_ERROR,
+                    WithRetryAfter(ReasonError("no_worker", "the router is shutting down"),
+                                   options_.retry_after_ms));
+        }
+        queue.clear();
+      }
+    }
+    known_ids_.clear();
+  }
+  socket_.close();
+  if (event_fd_ >= 0) close(event_fd_);
+  event_fd_ = -1;
+}
+
+void Broker::Impl::Run() {
+  while (!stopping_) {
+    zmq::pollitem_t items[] = {
+        {static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
+        {nullptr, event_fd_, ZMQ_POLLIN, 0},
+    };
+    long timeout_ms = std::max<long>(10, options_.heartbeat_interval_ms / 4);
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+    } catch (const zmq::error_t&) {
+      continue;  // EINTR
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      while (read(event_fd_, &count, sizeof(count)) > 0) {
+      }
+    }
+    // Drain what arrived (bounded per round so that ticks still happen).
+    for (int i = 0; i < 1000; ++i) {
+      auto frames = RecvFrames(socket_, 0);
+      if (!frames.ok()) {
+        if (absl::IsDeadlineExceeded(frames.status())) break;
+        if (absl::IsUnavailable(frames.status())) break;
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.dropped_frames;
+        Log(LogLevel::kWarning, "broker.frame_dropped",
+            {{"why", std::string(frames.status().message())}});
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      HandleMessage(std::move(*frames));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<PendingCancel> cancels;
+    cancels.swap(cancels_to_send_);
+    for (const auto& c : cancels) {
+      if (!workers_.count(c.identity)) continue;
+      v1::Cancel cancel;
+      cancel.set_request_id(c.request_id);
+      cancel.set_reason(c.reason);
+      SendTo(c.identity, cancel);
+    }
+    Tick();
+    Dispatch();
+  }
+}
+
+void Broker::Impl::DropFrame(absl::string_view event, const std::string& identity,
+                             absl::string_view why) {
+  ++stats_.dropped_frames;
+  Log(LogLevel::kWarning, event, {{"identity", Printable(identity)}, {"why", std::string(why)}});
+}
+
+void Broker::Impl::SendTo(std::string identity, const wire::WorkerMessage& message) {
+  std::vector<std::string> frames = wire::EncodeFrames(message);
+  frames.insert(frames.begin(), identity);
+  absl::Status status = SendFrames(socket_, frames);
+  if (!status.ok() && workers_.count(identity)) {
+    Expire(identity, absl::StrCat("send failed: ", status.message()));
+  }
+}
+
+void Broker::Impl::SendDisconnect(const std::string& identity, absl::string_view message) {
+  v1::Disconnect d;
+  ToProto(ReasonError("protocol_error", message), d.mutable_reason());
+  std::vector<std::string> frames = wire::EncodeFrames(d);
+  frames.insert(frames.begin(), identity);
+  (void)SendFrames(socket_, frames);  // best effort: the peer is not LIVE
+}
+
+void Broker::Impl::HandleMessage(std::vector<std::string> frames) {
+  if (frames.empty()) return;
+  std::string identity = std::move(frames.front());
+  frames.erase(frames.begin());
+  auto it = workers_.find(identity);
+  bool live = it != workers_.end();
+  auto decoded = wire::DecodeFrames(frames, wire::Direction::kWorkerToRouter);
+  if (!decoded.ok()) {
+    if (live) {
+      DropFrame("broker.frame_dropped", identity, decoded.status().message());
+    } else {
+      ++stats_.dropped_frames;
+      Log(LogLevel::kWarning, "broker.unknown_peer_rejected",
+          {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
+           {"why", std::string(decoded.status().message())}});
+      SendDisconnect(identity, decoded.status().message());
+    }
+    return;
+  }
+  wire::WorkerMessage& message = *decoded;
+  if (auto* ready = std::get_if<v1::Ready>(&message)) {
+    if (live) {
+      Log(LogLevel::kWarning, "broker.ready_again",
+          {{"identity", Printable(identity)}, {"state", "LIVE"}, {"next", "EXPIRED"}});
+      Expire(identity, "READY from a LIVE worker");
+      SendDisconnect(identity, "READY received from a LIVE worker");
+      return;
+    }
+    OnReady(identity, *ready);
+    return;
+  }
+  if (!live) {
+    if (std::holds_alternative<v1::Disconnect>(message)) return;
+    ++stats_.dropped_frames;
+    Log(LogLevel::kInfo, "broker.unknown_peer_rejected",
+        {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
+         {"command", wire::CommandName(wire::CommandOf(message))}});
+    SendDisconnect(identity, "not registered: send READY first");
+    return;
+  }
+  Worker& worker = it->second;
+  worker.last_seen_us = options_.clock->MonotonicMicros();
+  if (auto* hb = std::get_if<v1::Heartbeat>(&message)) {
+    OnHeartbeat(worker, *hb);
+  } else if (auto* partial = std::get_if<v1::Partial>(&message)) {
+    OnPartial(worker, *partial);
+  } else if (auto* final_message = std::get_if<v1::Final>(&message)) {
+    OnFinal(worker, *final_message);
+  } else if (std::holds_alternative<v1::Disconnect>(message)) {
+    Expire(identity, "DISCONNECT received");
+  }
+}
+
+void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready) {
+  // An older registration of the same worker process (it reconnected) expires.
+  std::vector<std::string> older;
+  for (const auto& [other_identity, other] : workers_) {
+    if (other.worker_id == ready.worker_id()) older.push_back(other_identity);
+  }
+  for (const auto& other_identity : older) Expire(other_identity, "re-registered");
+  Worker worker;
+  worker.identity = identity;
+  worker.worker_id = ready.worker_id();
+  worker.bundle = ready.bundle();
+  worker.slots = ready.slots();
+  worker.credit = ready.free_slots();
+  worker.last_seen_us = options_.clock->MonotonicMicros();
+  workers_[identity] = std::move(worker);
+  Log(LogLevel::kInfo, "broker.worker_state",
+      {{"worker_id", ready.worker_id()}, {"identity", Printable(identity)},
+       {"from", "UNKNOWN"}, {"state", "LIVE"}, {"model", ready.bundle().model()},
+       {"bundle", ready.bundle().identity_sha256()},
+       {"slots", absl::StrCat(ready.slots())}});
+}
+
+void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
+  const std::string identity = worker.identity;
+  std::set<std::string> active(heartbeat.active_request_ids().begin(),
+                               heartbeat.active_request_ids().end());
+  // The worker works on something we do not know (any more): cancel it.
+  for (const auto& id : active) {
+    if (!worker.in_flight.count(id)) {
+      v1::Cancel cancel;
+      cancel.set_request_id(id);
+      cancel.set_reason("unknown to the router");
+      SendTo(identity, cancel);
+      if (!workers_.count(identity)) return;
+    }
+  }
+  // Sent but missing from two consecutive heartbeats: lost.
+  int64_t on_the_wire = 0;
+  std::vector<std::string> lost;
+  for (auto& [id, flight] : worker.in_flight) {
+    if (active.count(id)) {
+      flight.missing_heartbeats = 0;
+      continue;
+    }
+    ++on_the_wire;
+    if (++flight.missing_heartbeats >= 2) lost.push_back(id);
+  }
+  for (const auto& id : lost) {
+    auto it = worker.in_flight.find(id);
+    if (!it->second.cancelled) {
+      Terminate(id, it->second.next_seq, *it->second.pending.sink, v1::FINISH_ERROR,
+                WithRetryAfter(ReasonError("worker_lost", "the worker no longer reports this request"),
+                               options_.retry_after_ms));
+    }
+    owner_.erase(id);
+    known_ids_.erase(id);
+    worker.in_flight.erase(it);
+    --on_the_wire;
+  }
+  worker.credit = static_cast<int64_t>(heartbeat.free_slots()) - std::max<int64_t>(0, on_the_wire);
+}
+
+void Broker::Impl::Deliver(InFlight& flight, v1::StreamEvent event) {
+  ++flight.next_seq;
+  if (flight.cancelled) return;
+  event.set_seq(flight.relayed++);
+  flight.pending.sink->OnEvent(event);
+}
+
+void Broker::Impl::OnPartial(Worker& worker, const v1::Partial& partial) {
+  auto it = worker.in_flight.find(partial.request_id());
+  if (it == worker.in_flight.end()) {
+    DropFrame("broker.partial_unknown_request", worker.identity, partial.request_id());
+    return;
+  }
+  InFlight& flight = it->second;
+  for (const auto& event : partial.events()) {
+    if (event.seq() != flight.next_seq) {
+      // A lost frame: the stream cannot be trusted any more.
+      if (!flight.cancelled) {
+        Terminate(partial.request_id(), flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+                  ReasonError("protocol_error",
+                              absl::StrCat("seq gap from the worker: expected ", flight.next_seq,
+                                           ", got ", event.seq())));
+        flight.cancelled = true;
+      }
+      v1::Cancel cancel;
+      cancel.set_request_id(partial.request_id());
+      cancel.set_reason("protocol_error");
+      SendTo(worker.identity, cancel);
+      return;
+    }
+    Deliver(flight, event);
+  }
+}
+
+void Broker::Impl::OnFinal(Worker& worker, const v1::Final& final_message) {
+  auto it = worker.in_flight.find(final_message.request_id());
+  if (it == worker.in_flight.end()) {
+    DropFrame("broker.final_unknown_request", worker.identity, final_message.request_id());
+    return;
+  }
+  ++worker.credit;
+  InFlight flight = std::move(it->second);
+  worker.in_flight.erase(it);
+  const std::string& id = final_message.request_id();
+  owner_.erase(id);
+  const v1::Terminal& terminal = final_message.terminal().terminal();
+  // Refused for lack of a slot before anything reached the client: queue it again.
+  if (!flight.cancelled && flight.relayed == 0 && terminal.finish_reason() == v1::FINISH_ERROR &&
+      terminal.status().reason() == "queue_full") {
+    worker.credit = 0;  // it told us it is full
+    auto& queue = queues_[flight.pending.request.model()]
+                      [ClassIndex(flight.pending.request.priority())];
+    queue.push_front(std::move(flight.pending));
+    return;
+  }
+  known_ids_.erase(id);
+  if (flight.cancelled) return;
+  v1::StreamEvent event = final_message.terminal();
+  if (event.seq() != flight.next_seq) {
+    Terminate(id, flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+              ReasonError("protocol_error", absl::StrCat("seq gap before FINAL: expected ",
+                                                         flight.next_seq, ", got ", event.seq())));
+    return;
+  }
+  Deliver(flight, std::move(event));
+}
+
+void Broker::Impl::Terminate(const std::string& request_id, uint64_t seq, StreamSink& sink,
+                             v1::FinishReason finish, const absl::Status& status) {
+  v1::StreamEvent event;
+  event.set_request_id(request_id);
+  event.set_seq(seq);
+  v1::Terminal* terminal = event.mutable_terminal();
+  terminal->set_finish_reason(finish);
+  ToProto(status, terminal->mutable_status());
+  if (RetryAfterMs(status) > 0) terminal->mutable_status()->set_retry_after_ms(RetryAfterMs(status));
+  sink.OnEvent(event);
+}
+
+void Broker::Impl::Expire(std::string identity, absl::string_view why) {
+  auto it = workers_.find(identity);
+  if (it == workers_.end()) return;
+  Worker worker = std::move(it->second);
+  workers_.erase(it);
+  ++stats_.workers_expired;
+  Log(LogLevel::kWarning, "broker.worker_state",
+      {{"worker_id", worker.worker_id}, {"identity", Printable(identity)}, {"from", "LIVE"},
+       {"state", "EXPIRED"}, {"why", std::string(why)},
+       {"in_flight", absl::StrCat(worker.in_flight.size())}});
+  for (auto& [id, flight] : worker.in_flight) {
+    owner_.erase(id);
+    known_ids_.erase(id);
+    if (flight.cancelled) continue;
+    Terminate(id, flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+              WithRetryAfter(ReasonError("worker_lost",
+                                         absl::StrCat("the worker serving this request was lost: ",
+                                                      why)),
+                             options_.retry_after_ms));
+  }
+  FailQueuedIfNoWorker(worker.bundle.model());
+}
+
+bool Broker::Impl::HasLiveWorker(const std::string& model) const {
+  for (const auto& [identity, worker] : workers_) {
+    if (worker.bundle.model() == model) return true;
+  }
+  return false;
+}
+
+void Broker::Impl::FailQueuedIfNoWorker(const std::string& model) {
+  if (HasLiveWorker(model)) return;
+  auto it = queues_.find(model);
+  if (it == queues_.end()) return;
+  for (auto& queue : it->second) {
+    for (auto& pending : queue) {
+      known_ids_.erase(pending.request.request_id());
+      Terminate(pending.request.request_id(), 0, *pending.sink, v1::FINISH_ERROR,
+                WithRetryAfter(ReasonError("no_worker",
+                                           absl::StrCat("no live worker serves '", model, "'")),
+                               options_.retry_after_ms));
+    }
+    queue.clear();
+  }
+}
+
+void Broker::Impl::Tick() {
+  const int64_t now = options_.clock->MonotonicMicros();
+  const int64_t interval_us = int64_t{options_.heartbeat_interval_ms} * 1000;
+  // Silent workers.
+  std::vector<std::string> silent;
+  for (const auto& [identity, worker] : workers_) {
+    if (now - worker.last_seen_us >= interval_us * options_.liveness) silent.push_back(identity);
+  }
+  for (const auto& identity : silent) {
+    Expire(identity, absl::StrCat("silent for ", options_.liveness, " heartbeat intervals"));
+  }
+  // Our heartbeats.
+  if (now - last_heartbeat_sent_us_ >= interval_us) {
+    last_heartbeat_sent_us_ = now;
+    std::vector<std::string> identities;
+    for (const auto& [identity, worker] : workers_) identities.push_back(identity);
+    for (const auto& identity : identities) {
+      v1::Heartbeat hb;
+      hb.set_sent_unix_ms(static_cast<uint64_t>(options_.clock->UnixMicros() / 1000));
+      SendTo(identity, hb);
+    }
+  }
+  // Deadlines.
+  const uint64_t now_unix_ms = static_cast<uint64_t>(options_.clock->UnixMicros() / 1000);
+  for (auto& [model, classes] : queues_) {
+    for (auto& queue : classes) {
+      for (auto q = queue.begin(); q != queue.end();) {
+        uint64_t deadline = q->request.deadline_unix_ms();
+        if (deadline != 0 && now_unix_ms >= deadline) {
+          known_ids_.erase(q->request.request_id());
+          Terminate(q->request.request_id(), 0, *q->sink, v1::FINISH_ERROR,
+                    ReasonError("deadline_exceeded", "the deadline passed while queued"));
+          q = queue.erase(q);
+        } else {
+          ++q;
+        }
+      }
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> expired;  // identity, request id
+  for (auto& [identity, worker] : workers_) {
+    for (auto& [id, flight] : worker.in_flight) {
+      uint64_t deadline = flight.pending.request.deadline_unix_ms();
+      if (!flight.cancelled && deadline != 0 && now_unix_ms >= deadline) {
+        Terminate(id, flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+                  ReasonError("deadline_exceeded", "the request's deadline passed"));
+        flight.cancelled = true;
+        expired.emplace_back(identity, id);
+      }
+    }
+  }
+  for (const auto& [identity, id] : expired) {
+    if (!workers_.count(identity)) continue;
+    v1::Cancel cancel;
+    cancel.set_request_id(id);
+    cancel.set_reason("deadline_exceeded");
+    SendTo(identity, cancel);
+  }
+}
+
+void Broker::Impl::Dispatch() {
+  for (auto& [model, classes] : queues_) {
+    bool no_credit = false;
+    for (auto& queue : classes) {
+      while (!queue.empty() && !no_credit) {
+        Worker* best = nullptr;
+        for (auto& [identity, worker] : workers_) {
+          if (worker.bundle.model() != model || worker.credit <= 0) continue;
+          if (best == nullptr || worker.credit > best->credit ||
+              (worker.credit == best->credit && worker.in_flight.size() < best->in_flight.size())) {
+            best = &worker;
+          }
+        }
+        if (best == nullptr) {
+          no_credit = true;  // lower classes wait too: strict priority
+          break;
+        }
+        Pending pending = std::move(queue.front());
+        queue.pop_front();
+        const std::string id = pending.request.request_id();
+        v1::Request message;
+        *message.mutable_request() = pending.request;
+        InFlight flight;
+        flight.pending = std::move(pending);
+        best->in_flight.emplace(id, std::move(flight));
+        --best->credit;
+        owner_[id] = best->identity;
+        ++stats_.dispatched;
+        std::string identity = best->identity;
+        SendTo(identity, message);  // on failure the worker expires and fails `id`
+      }
+    }
+  }
+}
+
+absl::Status Broker::Impl::Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string& id = request.request_id();
+  if (id.empty() || known_ids_.count(id)) {
+    return ReasonError("invalid_request", "missing or duplicate request id");
+  }
+  if (!HasLiveWorker(request.model())) {
+    ++stats_.rejected_no_worker;
+    return WithRetryAfter(
+        ReasonError("no_worker", absl::StrCat("no live worker serves '", request.model(), "'")),
+        options_.retry_after_ms);
+  }
+  auto& classes = queues_[request.model()];
+  size_t queued = 0;
+  for (const auto& queue : classes) queued += queue.size();
+  if (queued >= options_.max_queue_per_model) {
+    ++stats_.rejected_queue_full;
+    return WithRetryAfter(
+        ReasonError("queue_full", absl::StrCat("the queue of '", request.model(), "' is full (",
+                                               queued, " waiting)")),
+        options_.retry_after_ms);
+  }
+  known_ids_.insert(id);
+  int cls = ClassIndex(request.priority());
+  classes[cls].push_back(Pending{std::move(request), std::move(sink)});
+  Wake();
+  return absl::OkStatus();
+}
+
+void Broker::Impl::Cancel(const std::string& request_id, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!known_ids_.count(request_id)) return;
+  auto owner = owner_.find(request_id);
+  if (owner == owner_.end()) {
+    for (auto& [model, classes] : queues_) {
+      for (auto& queue : classes) {
+        for (auto q = queue.begin(); q != queue.end(); ++q) {
+          if (q->request.request_id() != request_id) continue;
+          Terminate(request_id, 0, *q->sink, v1::FINISH_CANCELLED,
+                    ReasonError("cancelled", reason));
+          queue.erase(q);
+          known_ids_.erase(request_id);
+          return;
+        }
+      }
+    }
+    return;
+  }
+  auto worker = workers_.find(owner->second);
+  if (worker == workers_.end()) return;
+  auto flight = worker->second.in_flight.find(request_id);
+  if (flight == worker->second.in_flight.end() || flight->second.cancelled) return;
+  Terminate(request_id, flight->second.relayed, *flight->second.pending.sink,
+            v1::FINISH_CANCELLED, ReasonError("cancelled", reason));
+  flight->second.cancelled = true;
+  // The CANCEL goes out on the broker thread (it owns the socket): queue it there.
+  cancels_to_send_.push_back({owner->second, request_id, reason});
+  Wake();
+}
+
+std::optional<v1::BundleIdentity> Broker::Impl::LiveBundle(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [identity, worker] : workers_) {
+    if (worker.bundle.model() == model) return worker.bundle;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Broker::Impl::LiveModels() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> models;
+  for (const auto& [identity, worker] : workers_) models.insert(worker.bundle.model());
+  return std::vector<std::string>(models.begin(), models.end());
+}
+
+BrokerStats Broker::Impl::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  BrokerStats out = stats_;
+  out.live_workers = workers_.size();
+  out.queued = 0;
+  for (const auto& [model, classes] : queues_) {
+    for (const auto& queue : classes) out.queued += queue.size();
+  }
+  out.in_flight = owner_.size();
+  return out;
+}
+
+Broker::Broker(std::unique_ptr<Impl> impl, std::string endpoint)
+    : impl_(std::move(impl)), endpoint_(std::move(endpoint)) {}
+
+Broker::~Broker() { impl_->Stop(); }
+
+absl::StatusOr<std::unique_ptr<Broker>> Broker::Start(BrokerOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  auto endpoint = impl->Bind();
+  if (!endpoint.ok()) return endpoint.status();
+  Impl* raw = impl.get();
+  std::unique_ptr<Broker> broker(new Broker(std::move(impl), *endpoint));
+  raw->StartThread();
+  return broker;
+}
+
+absl::Status Broker::Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink) {
+  return impl_->Submit(std::move(request), std::move(sink));
+}
+void Broker::Cancel(const std::string& request_id, const std::string& reason) {
+  impl_->Cancel(request_id, reason);
+}
+std::optional<v1::BundleIdentity> Broker::LiveBundle(const std::string& model) const {
+  return impl_->LiveBundle(model);
+}
+std::vector<std::string> Broker::LiveModels() const { return impl_->LiveModels(); }
+BrokerStats Broker::stats() const { return impl_->stats(); }
+
+}  // namespace gantry::broker

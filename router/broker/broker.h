@@ -1,0 +1,122 @@
+// The router side of GNTW/1 (docs/protocol.md, "Worker protocol"): one ROUTER socket
+// (ZMQ_ROUTER_MANDATORY) that workers connect to, the worker registry with its per-
+// identity state machine (UNKNOWN -> LIVE -> EXPIRED; state names appear in logs),
+// credit from READY/HEARTBEAT free_slots, heartbeats both ways, per-model admission
+// queues, and least-loaded dispatch.
+//
+// Admission: Submit() decides synchronously: no LIVE worker serves the model ->
+// UNAVAILABLE no_worker (503); the model's queue already holds `max_queue_per_model`
+// requests -> RESOURCE_EXHAUSTED queue_full (429); both carry a retry hint. Otherwise
+// the request waits in the model's FIFO of its priority class; classes are served
+// accessibility first, then interactive, then batch. It is dispatched to the LIVE
+// worker of the model with the most credit (ties: fewest requests in flight).
+//
+// Events: after an accepted Submit(), the sink receives the request's events in order
+// and then exactly one Terminal, always: the worker's FINAL; or worker_lost (its worker
+// died, sent DISCONNECT or READY again, went silent for `liveness` heartbeat intervals,
+// became unroutable, or stopped listing the request in two consecutive HEARTBEATs);
+// protocol_error (a gap in the worker's seq); deadline_exceeded; cancelled (Cancel());
+// no_worker (the last worker of its model left while it was queued, or the broker
+// stopped). Nothing is retried once any event reached the sink; a request the worker
+// refused with queue_full before any event is put back at the head of its queue.
+//
+// Threading (the choice the design asked to document): one broker thread owns the
+// ZeroMQ socket and is the only one to send or receive on it. Other threads (HTTP
+// handlers) call Submit()/Cancel(), which change the shared state under one mutex and
+// wake the broker thread through an eventfd that it polls next to the socket
+// (zmq_poll accepts plain fds). We chose the lock + eventfd over an inproc socket
+// because admission must answer synchronously (429/503 before any byte of the
+// response) and the state it reads (registry, queue lengths) is the broker's own.
+// Sink callbacks run on the broker thread (or on the thread calling Cancel()), with
+// the broker's mutex held: they must be quick, must not block, and must not call back
+// into the Broker.
+//
+// Thread-safety: all public methods are thread-safe.
+#ifndef GANTRY_ROUTER_BROKER_BROKER_H_
+#define GANTRY_ROUTER_BROKER_BROKER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "gantry/v1/bundle.pb.h"
+#include "gantry/v1/inference.pb.h"
+
+namespace gantry::broker {
+
+// Receives one request's events. Called with the broker's mutex held (see above).
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  virtual void OnEvent(const v1::StreamEvent& event) = 0;
+};
+
+struct BrokerOptions {
+  // Where workers connect: "tcp://127.0.0.1:5555", "tcp://127.0.0.1:*" (ephemeral;
+  // see Broker::endpoint()), "ipc://...".
+  std::string endpoint = "tcp://127.0.0.1:5555";
+  uint32_t heartbeat_interval_ms = 1000;  // GNTW/1: kHeartbeatIntervalMs
+  uint32_t liveness = 3;                  // GNTW/1: kHeartbeatLiveness
+  size_t max_queue_per_model = 64;
+  uint32_t retry_after_ms = 1000;         // hint on no_worker / queue_full / worker_lost
+  const Clock* clock = &SystemClock();
+};
+
+struct BrokerStats {
+  uint64_t live_workers = 0;
+  uint64_t queued = 0;
+  uint64_t in_flight = 0;
+  uint64_t dispatched = 0;
+  uint64_t workers_expired = 0;
+  uint64_t dropped_frames = 0;   // malformed, unknown request id, after a terminal
+  uint64_t rejected_queue_full = 0;
+  uint64_t rejected_no_worker = 0;
+};
+
+class Broker {
+ public:
+  // Binds the ROUTER socket and starts the broker thread.
+  // Errors: UNAVAILABLE when the endpoint cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Broker>> Start(BrokerOptions options);
+
+  // Sends DISCONNECT to every LIVE worker, ends every pending request with no_worker,
+  // and stops the thread.
+  ~Broker();
+  Broker(const Broker&) = delete;
+  Broker& operator=(const Broker&) = delete;
+
+  // The bound endpoint ("tcp://127.0.0.1:40123").
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Admits `request` (request_id and model set; priority read from it).
+  // Errors: UNAVAILABLE no_worker, RESOURCE_EXHAUSTED queue_full (both with a retry
+  // hint), INVALID_ARGUMENT invalid_request (no request id, or one already in use).
+  absl::Status Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink);
+
+  // The client went away: a queued request ends at once; one in flight gets CANCEL on
+  // the wire and its sink a `cancelled` Terminal now (the worker's FINAL is then
+  // absorbed). Unknown or finished ids are ignored.
+  void Cancel(const std::string& request_id, const std::string& reason);
+
+  // The bundle a LIVE worker of `model` announced, if any.
+  std::optional<v1::BundleIdentity> LiveBundle(const std::string& model) const;
+  // Models with at least one LIVE worker, sorted.
+  std::vector<std::string> LiveModels() const;
+  BrokerStats stats() const;
+
+  class Impl;
+
+ private:
+  Broker(std::unique_ptr<Impl> impl, std::string endpoint);
+  std::unique_ptr<Impl> impl_;
+  std::string endpoint_;
+};
+
+}  // namespace gantry::broker
+
+#endif  // GANTRY_ROUTER_BROKER_BROKER_H_

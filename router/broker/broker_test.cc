@@ -1,0 +1,278 @@
+#include "router/broker/broker.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/error_codes.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/zmq_io.h"
+#include "gtest/gtest.h"
+#include "proto/worker_frames.h"
+#include "router/fake_worker_for_test.h"
+
+namespace gantry::broker {
+namespace {
+
+using testing::FakeStep;
+using testing::FakeWorkerForTest;
+using testing::FakeWorkerOptions;
+
+class RecordingSink : public StreamSink {
+ public:
+  void OnEvent(const v1::StreamEvent& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(event);
+    if (event.has_terminal()) ++terminals_;
+    cv_.notify_all();
+  }
+  bool WaitTerminal(int timeout_ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return terminals_ > 0; });
+  }
+  std::vector<v1::StreamEvent> events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+  int terminals() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return terminals_;
+  }
+  v1::Terminal terminal() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_.back().terminal();
+  }
+  std::string Text() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string out;
+    for (const auto& e : events_) out += e.text().text();
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<v1::StreamEvent> events_;
+  int terminals_ = 0;
+};
+
+std::unique_ptr<Broker> StartBroker(size_t max_queue = 64) {
+  BrokerOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.max_queue_per_model = max_queue;
+  auto broker = Broker::Start(options);
+  EXPECT_TRUE(broker.ok()) << broker.status();
+  return std::move(*broker);
+}
+
+FakeWorkerOptions WorkerOptions(const Broker& broker, std::string id = "host/1/a") {
+  FakeWorkerOptions options;
+  options.endpoint = broker.endpoint();
+  options.worker_id = std::move(id);
+  return options;
+}
+
+bool WaitUntil(const std::function<bool()>& predicate, int timeout_ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return predicate();
+}
+
+bool WaitLive(const Broker& broker, uint64_t workers) {
+  return WaitUntil([&] { return broker.stats().live_workers == workers; }, 5000);
+}
+
+v1::InferenceRequest Request(const std::string& model = "test-model",
+                             v1::PriorityClass priority = v1::PRIORITY_INTERACTIVE) {
+  v1::InferenceRequest r;
+  r.set_request_id(NewId("req"));
+  r.set_model(model);
+  r.set_priority(priority);
+  auto* m = r.add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  return r;
+}
+
+TEST(Broker, ReadyDispatchStreamFinal) {
+  auto broker = StartBroker();
+  FakeWorkerForTest worker(WorkerOptions(*broker));
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  ASSERT_TRUE(broker->LiveBundle("test-model").has_value());
+  EXPECT_EQ(broker->LiveBundle("test-model")->tool_protocol(), "hermes_json");
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(Request(), sink).ok());
+  ASSERT_TRUE(sink->WaitTerminal(5000));
+  auto events = sink->events();
+  ASSERT_EQ(events.size(), 3u);
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].seq(), i);
+  EXPECT_EQ(sink->Text(), "Hello, world");
+  EXPECT_EQ(sink->terminal().finish_reason(), v1::FINISH_STOP);
+  EXPECT_EQ(sink->terminal().status().code(), "OK");
+  // Heartbeats flow both ways.
+  EXPECT_TRUE(worker.WaitFor([&] { return worker.router_heartbeats_received() > 0; }, 3000));
+  EXPECT_EQ(broker->stats().in_flight, 0u);
+}
+
+TEST(Broker, NoWorker) {
+  auto broker = StartBroker();
+  auto sink = std::make_shared<RecordingSink>();
+  absl::Status status = broker->Submit(Request("absent"), sink);
+  EXPECT_EQ(ReasonOf(status), "no_worker");
+  EXPECT_EQ(HttpStatusFor(status), 503);
+  EXPECT_GT(RetryAfterMs(status), 0u);
+  EXPECT_EQ(sink->terminals(), 0);
+}
+
+TEST(Broker, WorkerKilledMidStreamGivesExactlyOneTerminalAndNoRetry) {
+  auto broker = StartBroker();
+  FakeWorkerOptions options = WorkerOptions(*broker);
+  options.script = {FakeStep::Text("partial"), FakeStep::Sleep(50), FakeStep::Die()};
+  FakeWorkerForTest worker(options);
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(Request(), sink).ok());
+  ASSERT_TRUE(sink->WaitTerminal(6000));
+  EXPECT_TRUE(worker.dead());
+  EXPECT_EQ(sink->Text(), "partial");
+  EXPECT_EQ(sink->terminal().finish_reason(), v1::FINISH_ERROR);
+  EXPECT_EQ(sink->terminal().status().reason(), "worker_lost");
+  EXPECT_GT(sink->terminal().status().retry_after_ms(), 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sink->terminals(), 1);
+  EXPECT_EQ(worker.requests_received(), 1);
+  EXPECT_EQ(broker->stats().live_workers, 0u);
+}
+
+TEST(Broker, TwoWorkersOneKilledTheOtherKeepsServing) {
+  auto broker = StartBroker();
+  FakeWorkerOptions a = WorkerOptions(*broker, "host/1/a");
+  a.slots = 1;
+  a.script = {FakeStep::Text("from a"), FakeStep::Die()};
+  FakeWorkerOptions b = WorkerOptions(*broker, "host/2/b");
+  b.slots = 1;
+  b.script = {FakeStep::Sleep(200), FakeStep::Text("from b"), FakeStep::Finish(v1::FINISH_STOP)};
+  FakeWorkerForTest worker_a(a);
+  FakeWorkerForTest worker_b(b);
+  ASSERT_TRUE(WaitLive(*broker, 2));
+  // Least-loaded dispatch spreads two requests over both workers.
+  auto s1 = std::make_shared<RecordingSink>();
+  auto s2 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(Request(), s1).ok());
+  ASSERT_TRUE(broker->Submit(Request(), s2).ok());
+  ASSERT_TRUE(s1->WaitTerminal(6000));
+  ASSERT_TRUE(s2->WaitTerminal(6000));
+  int lost = 0, ok = 0;
+  for (auto* s : {s1.get(), s2.get()}) {
+    EXPECT_EQ(s->terminals(), 1);
+    if (s->terminal().status().reason() == "worker_lost") ++lost;
+    if (s->terminal().finish_reason() == v1::FINISH_STOP) ++ok;
+  }
+  EXPECT_EQ(lost, 1);
+  EXPECT_EQ(ok, 1);
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  for (int i = 0; i < 3; ++i) {
+    auto s = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(broker->Submit(Request(), s).ok());
+    ASSERT_TRUE(s->WaitTerminal(5000));
+    EXPECT_EQ(s->Text(), "from b");
+    EXPECT_EQ(s->terminal().finish_reason(), v1::FINISH_STOP);
+  }
+}
+
+TEST(Broker, HeartbeatExpiryWithinThreeIntervals) {
+  auto broker = StartBroker();
+  FakeWorkerOptions options = WorkerOptions(*broker);
+  options.script = {FakeStep::Hang()};
+  FakeWorkerForTest worker(options);
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(Request(), sink).ok());
+  ASSERT_TRUE(worker.WaitFor([&] { return worker.requests_received() == 1; }, 3000));
+  auto stalled_at = std::chrono::steady_clock::now();
+  worker.StallHeartbeats(true);
+  ASSERT_TRUE(WaitUntil([&] { return broker->stats().live_workers == 0; }, 5000));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stalled_at).count();
+  // The last sign of life may be up to one interval before the stall.
+  EXPECT_GE(seconds, 1.9);
+  EXPECT_LE(seconds, 3.5);
+  ASSERT_TRUE(sink->WaitTerminal(1000));
+  EXPECT_EQ(sink->terminals(), 1);
+  EXPECT_EQ(sink->terminal().status().reason(), "worker_lost");
+}
+
+TEST(Broker, QueueOverflowCancelAndPriority) {
+  auto broker = StartBroker(/*max_queue=*/2);
+  FakeWorkerOptions options = WorkerOptions(*broker);
+  options.slots = 1;
+  options.script = {FakeStep::Hang()};
+  FakeWorkerForTest worker(options);
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  auto first = std::make_shared<RecordingSink>();
+  v1::InferenceRequest r1 = Request();
+  ASSERT_TRUE(broker->Submit(r1, first).ok());
+  ASSERT_TRUE(worker.WaitFor([&] { return worker.requests_received() == 1; }, 3000));
+  // Queued behind it: a batch request, then an accessibility one.
+  auto batch = std::make_shared<RecordingSink>();
+  auto a11y = std::make_shared<RecordingSink>();
+  v1::InferenceRequest rb = Request("test-model", v1::PRIORITY_BATCH);
+  v1::InferenceRequest ra = Request("test-model", v1::PRIORITY_ACCESSIBILITY);
+  ASSERT_TRUE(broker->Submit(rb, batch).ok());
+  ASSERT_TRUE(broker->Submit(ra, a11y).ok());
+  auto overflow = std::make_shared<RecordingSink>();
+  absl::Status full = broker->Submit(Request(), overflow);
+  EXPECT_EQ(ReasonOf(full), "queue_full");
+  EXPECT_EQ(HttpStatusFor(full), 429);
+  EXPECT_GT(RetryAfterMs(full), 0u);
+  // The client of the first goes away: CANCEL reaches the worker, the sink gets one
+  // cancelled terminal, and the accessibility request is served before the batch one.
+  broker->Cancel(r1.request_id(), "client closed the connection");
+  ASSERT_TRUE(first->WaitTerminal(1000));
+  EXPECT_EQ(first->terminal().finish_reason(), v1::FINISH_CANCELLED);
+  ASSERT_TRUE(worker.WaitFor([&] { return worker.cancels_received().size() == 1; }, 3000));
+  EXPECT_EQ(worker.cancels_received()[0], r1.request_id());
+  ASSERT_TRUE(worker.WaitFor([&] { return worker.requests_received() == 2; }, 3000));
+  EXPECT_EQ(worker.requests()[1].request_id(), ra.request_id());
+  // A queued request cancels at once.
+  broker->Cancel(rb.request_id(), "gone");
+  ASSERT_TRUE(batch->WaitTerminal(1000));
+  EXPECT_EQ(batch->terminals(), 1);
+  broker->Cancel(ra.request_id(), "gone");
+  ASSERT_TRUE(a11y->WaitTerminal(1000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(first->terminals(), 1);  // the worker's FINAL (cancelled) was absorbed
+}
+
+TEST(Broker, UnknownPeerGetsDisconnectAndMalformedFramesAreDropped) {
+  auto broker = StartBroker();
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(broker->endpoint());
+  v1::Heartbeat hb;
+  ASSERT_TRUE(SendFrames(dealer, wire::EncodeFrames(hb)).ok());
+  auto reply = RecvFrames(dealer, 3000);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  auto decoded = wire::DecodeFrames(*reply, wire::Direction::kRouterToWorker);
+  ASSERT_TRUE(decoded.ok());
+  ASSERT_TRUE(std::holds_alternative<v1::Disconnect>(*decoded));
+  EXPECT_EQ(std::get<v1::Disconnect>(*decoded).reason().reason(), "protocol_error");
+  // Garbage from a LIVE worker is dropped and counted; the worker stays LIVE.
+  FakeWorkerForTest worker(WorkerOptions(*broker));
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  ASSERT_TRUE(SendFrames(dealer, {"", "GNTW01", "\x09", "zz"}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return broker->stats().dropped_frames >= 2; }, 3000));
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(Request(), sink).ok());
+  ASSERT_TRUE(sink->WaitTerminal(5000));
+  EXPECT_EQ(sink->terminal().finish_reason(), v1::FINISH_STOP);
+}
+
+}  // namespace
+}  // namespace gantry::broker

@@ -1,0 +1,231 @@
+#include "router/fake_worker_for_test.h"
+
+#include <chrono>
+#include <map>
+#include <zmq.hpp>
+
+#include "common/error_codes.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/zmq_io.h"
+#include "gantry/v1/worker.pb.h"
+#include "proto/worker_frames.h"
+
+namespace gantry::testing {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Active {
+  std::string id;
+  size_t step = 0;
+  uint64_t seq = 0;
+  uint32_t calls = 0;
+  uint32_t completion_tokens = 0;
+  int64_t resume_at_ms = 0;
+  bool hanging = false;
+};
+
+}  // namespace
+
+FakeWorkerForTest::FakeWorkerForTest(FakeWorkerOptions options)
+    : options_(std::move(options)), script_(options_.script) {
+  if (script_.empty()) {
+    script_ = {FakeStep::Text("Hello"), FakeStep::Text(", world"),
+               FakeStep::Finish(v1::FINISH_STOP)};
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+FakeWorkerForTest::~FakeWorkerForTest() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void FakeWorkerForTest::SetScript(std::vector<FakeStep> script) {
+  std::lock_guard<std::mutex> lock(mu_);
+  script_ = std::move(script);
+}
+void FakeWorkerForTest::StallHeartbeats(bool stall) { stall_ = stall; }
+void FakeWorkerForTest::Kill() { kill_ = true; }
+
+int FakeWorkerForTest::requests_received() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_received_;
+}
+std::vector<std::string> FakeWorkerForTest::cancels_received() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancels_;
+}
+int FakeWorkerForTest::router_heartbeats_received() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return heartbeats_received_;
+}
+int FakeWorkerForTest::disconnects_received() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return disconnects_received_;
+}
+std::vector<v1::InferenceRequest> FakeWorkerForTest::requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_;
+}
+
+bool FakeWorkerForTest::WaitFor(const std::function<bool()>& predicate, int timeout_ms) const {
+  int64_t until = NowMs() + timeout_ms;
+  while (NowMs() < until) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return predicate();
+}
+
+void FakeWorkerForTest::Run() {
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(options_.endpoint);
+
+  v1::BundleIdentity bundle;
+  bundle.set_model(options_.model);
+  bundle.set_identity_sha256(std::string(64, 'b'));
+  bundle.set_tool_protocol(options_.tool_protocol);
+  bundle.set_context_length(options_.context_length);
+  bundle.set_default_max_tokens(256);
+
+  std::map<std::string, Active> active;
+  auto send = [&](const wire::WorkerMessage& m) {
+    if (stall_) return;
+    (void)SendFrames(socket, wire::EncodeFrames(m));
+  };
+  auto free_slots = [&] {
+    return static_cast<uint32_t>(options_.slots > active.size() ? options_.slots - active.size() : 0);
+  };
+  auto final_event = [&](Active& a, v1::FinishReason finish, const absl::Status& status) {
+    v1::Final f;
+    f.set_request_id(a.id);
+    v1::StreamEvent* e = f.mutable_terminal();
+    e->set_request_id(a.id);
+    e->set_seq(a.seq++);
+    v1::Terminal* t = e->mutable_terminal();
+    t->set_finish_reason(finish);
+    ToProto(status, t->mutable_status());
+    t->mutable_usage()->set_prompt_tokens(options_.prompt_tokens);
+    t->mutable_usage()->set_completion_tokens(a.completion_tokens);
+    *t->mutable_bundle() = bundle;
+    send(f);
+  };
+
+  v1::Ready ready;
+  ready.set_protocol_version(wire::kWorkerProtocolVersion);
+  ready.set_worker_id(options_.worker_id);
+  *ready.mutable_bundle() = bundle;
+  ready.set_slots(options_.slots);
+  ready.set_free_slots(options_.slots);
+  ready.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  send(ready);
+  int64_t next_heartbeat = NowMs() + options_.heartbeat_interval_ms;
+
+  while (!stop_) {
+    if (kill_) break;
+    auto frames = RecvFrames(socket, 5);
+    if (frames.ok()) {
+      auto message = wire::DecodeFrames(*frames, wire::Direction::kRouterToWorker);
+      if (message.ok()) {
+        if (auto* req = std::get_if<v1::Request>(&*message)) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            ++requests_received_;
+            requests_.push_back(req->request());
+          }
+          Active a;
+          a.id = req->request().request_id();
+          if (active.size() >= options_.slots) {
+            final_event(a, v1::FINISH_ERROR, ReasonError("queue_full", "no free slot"));
+          } else {
+            active[a.id] = a;
+          }
+        } else if (auto* cancel = std::get_if<v1::Cancel>(&*message)) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            cancels_.push_back(cancel->request_id());
+          }
+          auto it = active.find(cancel->request_id());
+          if (it != active.end()) {
+            final_event(it->second, v1::FINISH_CANCELLED,
+                        ReasonError("cancelled", cancel->reason()));
+            active.erase(it);
+          }
+        } else if (std::holds_alternative<v1::Heartbeat>(*message)) {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++heartbeats_received_;
+        } else if (std::holds_alternative<v1::Disconnect>(*message)) {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++disconnects_received_;
+        }
+      }
+    }
+    // Advance every active request through its script.
+    std::vector<FakeStep> script;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      script = script_;
+    }
+    bool died = false;
+    for (auto it = active.begin(); it != active.end() && !died;) {
+      Active& a = it->second;
+      bool finished = false;
+      while (!a.hanging && a.resume_at_ms <= NowMs() && a.step < script.size() && !stall_) {
+        const FakeStep& step = script[a.step++];
+        if (step.kind == FakeStep::kSleepMs) {
+          a.resume_at_ms = NowMs() + step.sleep_ms;
+          break;
+        }
+        if (step.kind == FakeStep::kDie) {
+          died = true;
+          break;
+        }
+        if (step.kind == FakeStep::kHangUntilCancel) {
+          a.hanging = true;
+          break;
+        }
+        if (step.kind == FakeStep::kFinish) {
+          final_event(a, step.finish, absl::OkStatus());
+          finished = true;
+          break;
+        }
+        v1::Partial p;
+        p.set_request_id(a.id);
+        v1::StreamEvent* e = p.add_events();
+        e->set_request_id(a.id);
+        e->set_seq(a.seq++);
+        ++a.completion_tokens;
+        if (step.kind == FakeStep::kText) e->mutable_text()->set_text(step.text);
+        if (step.kind == FakeStep::kReasoning) e->mutable_reasoning()->set_text(step.text);
+        if (step.kind == FakeStep::kToolCall) {
+          e->mutable_tool_call()->set_index(a.calls++);
+          e->mutable_tool_call()->mutable_call()->set_id(NewId("call"));
+          e->mutable_tool_call()->mutable_call()->set_name(step.text);
+          e->mutable_tool_call()->mutable_call()->set_arguments_json(step.arguments);
+        }
+        send(p);
+      }
+      it = finished ? active.erase(it) : std::next(it);
+    }
+    if (died) break;
+    if (NowMs() >= next_heartbeat) {
+      next_heartbeat = NowMs() + options_.heartbeat_interval_ms;
+      v1::Heartbeat hb;
+      hb.set_free_slots(free_slots());
+      for (const auto& [id, a] : active) hb.add_active_request_ids(id);
+      send(hb);
+    }
+  }
+  dead_ = true;
+  socket.close();
+}
+
+}  // namespace gantry::testing

@@ -1,0 +1,101 @@
+// TEST DOUBLE: a fake GNTW/1 worker for router tests. It is not the worker (worker/):
+// it loads no model and generates nothing. It speaks the real protocol over a real
+// DEALER socket with the real codec (proto/worker_frames.h): READY, HEARTBEATs every
+// interval with free_slots and active_request_ids, and for each REQUEST it plays a
+// script of text / reasoning / tool-call events and a FINAL. Faults are scripted too:
+// die mid-stream (close the socket without a word, as a crashed process would), stall
+// heartbeats (go silent), hang until cancelled.
+//
+// Thread-safety: all public methods are thread-safe; the worker runs its own thread.
+#ifndef GANTRY_ROUTER_FAKE_WORKER_FOR_TEST_H_
+#define GANTRY_ROUTER_FAKE_WORKER_FOR_TEST_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gantry/v1/inference.pb.h"
+
+namespace gantry::testing {
+
+struct FakeStep {
+  enum Kind { kText, kReasoning, kToolCall, kSleepMs, kFinish, kDie, kHangUntilCancel };
+  Kind kind = kText;
+  std::string text;       // kText / kReasoning; tool name for kToolCall
+  std::string arguments;  // kToolCall
+  int sleep_ms = 0;       // kSleepMs
+  v1::FinishReason finish = v1::FINISH_STOP;  // kFinish
+
+  static FakeStep Text(std::string t) { return {kText, std::move(t)}; }
+  static FakeStep Reasoning(std::string t) { return {kReasoning, std::move(t)}; }
+  static FakeStep ToolCall(std::string name, std::string args) {
+    return {kToolCall, std::move(name), std::move(args)};
+  }
+  static FakeStep Sleep(int ms) { FakeStep s; s.kind = kSleepMs; s.sleep_ms = ms; return s; }
+  static FakeStep Finish(v1::FinishReason f) { FakeStep s; s.kind = kFinish; s.finish = f; return s; }
+  static FakeStep Die() { FakeStep s; s.kind = kDie; return s; }
+  static FakeStep Hang() { FakeStep s; s.kind = kHangUntilCancel; return s; }
+};
+
+struct FakeWorkerOptions {
+  std::string endpoint;  // the router's ROUTER endpoint
+  std::string worker_id = "fakehost/1/fake";
+  std::string model = "test-model";
+  std::string tool_protocol = "hermes_json";
+  uint32_t context_length = 4096;
+  uint32_t slots = 2;
+  uint32_t heartbeat_interval_ms = 1000;
+  // Played for every REQUEST. Default: "Hello" ", world" then FINISH_STOP.
+  std::vector<FakeStep> script;
+  uint32_t prompt_tokens = 10;  // reported in Terminal.usage
+};
+
+class FakeWorkerForTest {
+ public:
+  explicit FakeWorkerForTest(FakeWorkerOptions options);
+  // Stops the thread (sends nothing more).
+  ~FakeWorkerForTest();
+
+  void SetScript(std::vector<FakeStep> script);
+  // Stops all sending (heartbeats included) while true; requests keep their place.
+  void StallHeartbeats(bool stall);
+  // Closes the socket at once, like a crashed process.
+  void Kill();
+  bool dead() const { return dead_.load(); }
+
+  // Counters and what the router sent.
+  int requests_received() const;
+  std::vector<std::string> cancels_received() const;
+  int router_heartbeats_received() const;
+  int disconnects_received() const;
+  std::vector<v1::InferenceRequest> requests() const;
+
+  // Waits until `predicate` holds (polled every 5 ms) or `timeout_ms` passes.
+  bool WaitFor(const std::function<bool()>& predicate, int timeout_ms) const;
+
+ private:
+  void Run();
+
+  const FakeWorkerOptions options_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> stall_{false};
+  std::atomic<bool> kill_{false};
+  std::atomic<bool> dead_{false};
+  mutable std::mutex mu_;
+  std::vector<FakeStep> script_;
+  int requests_received_ = 0;
+  int heartbeats_received_ = 0;
+  int disconnects_received_ = 0;
+  std::vector<std::string> cancels_;
+  std::vector<v1::InferenceRequest> requests_;
+  std::thread thread_;
+};
+
+}  // namespace gantry::testing
+
+#endif  // GANTRY_ROUTER_FAKE_WORKER_FOR_TEST_H_

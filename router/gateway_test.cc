@@ -1,0 +1,341 @@
+// End to end through real sockets: HTTP client -> HttpServer -> Gateway (policy engine
+// with a test policy file, tiny tokenizer + template) -> Broker -> fake workers.
+#include "router/gateway.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "policy/policy_loader.h"
+#include "router/fake_worker_for_test.h"
+#include "router/http/test_http_client.h"
+#include "tokenizer-svc/tokenizer/tiny_tokenizers.h"
+
+namespace gantry::router {
+namespace {
+
+using http::TestHttpClient;
+using testing::FakeStep;
+using testing::FakeWorkerForTest;
+using testing::FakeWorkerOptions;
+
+constexpr char kTemplate[] =
+    "{% for m in messages %}{% if m.content == 'boom' %}"
+    "{{ raise_exception('boom is not allowed') }}{% endif %}"
+    "<|im_start|>{{ m.role }}\n{{ m.content }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+std::string PolicyYaml() {
+  return absl::StrCat(R"(version: 1
+defaults:
+  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, requests_per_minute: 1000, concurrent_requests: 10}
+models:
+  - {name: test-model, bundles: [test-bundle]}
+  - {name: plain-model, bundles: [plain-bundle]}
+  - {name: other-model, bundles: [other-bundle]}
+principals:
+  groups:
+    - name: everyone
+  users:
+    - {name: dev, key_sha256: )", Sha256Hex("k-dev"), R"(, priority: interactive, groups: [everyone]}
+    - {name: outsider, key_sha256: )", Sha256Hex("k-out"), R"(, priority: batch, groups: [everyone]}
+  service_accounts:
+    - {name: svc, key_sha256: )", Sha256Hex("k-svc"), R"(, priority: batch}
+grants:
+  - user: dev
+    models:
+      test-model:
+        max_tokens: {max: 100, action: clamp}
+        temperature: {max: 1.0, action: reject}
+      plain-model:
+        max_tokens: {max: 1000, action: clamp}
+  - user: outsider
+    models:
+      other-model:
+        max_tokens: {max: 10, action: clamp}
+)");
+}
+
+class RecordingRecorder : public EventRecorder {
+ public:
+  void Record(const std::string& stream_id, const std::string& type,
+              const std::string& payload_json) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back({stream_id, type, payload_json});
+  }
+  std::vector<std::vector<std::string>> events() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::vector<std::string>> events_;
+};
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto snapshot = policy::LoadPolicyText(PolicyYaml(), "test-policy.yaml");
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    snapshot_ = *snapshot;
+    broker::BrokerOptions broker_options;
+    broker_options.endpoint = "tcp://127.0.0.1:*";
+    auto broker = broker::Broker::Start(broker_options);
+    ASSERT_TRUE(broker.ok());
+    broker_ = std::move(*broker);
+    auto counter = MakePromptCounter(kTemplate, tokenizer::TinyByteLevelTokenizerJson(), "");
+    ASSERT_TRUE(counter.ok()) << counter.status();
+    GatewayOptions options;
+    options.policy = [this] { return snapshot_; };
+    for (const char* name : {"test-model", "plain-model", "other-model"}) {
+      ModelEntry entry;
+      entry.name = name;
+      entry.counter = *counter;
+      entry.context_length = 4096;
+      entry.tool_protocol = "hermes_json";
+      options.models[name] = entry;
+    }
+    options.broker = broker_.get();
+    options.recorder = &recorder_;
+    gateway_ = std::make_unique<Gateway>(options);
+    auto server = http::HttpServer::Start({}, [this](http::HttpRequest r,
+                                                     std::shared_ptr<http::ResponseWriter> w) {
+      gateway_->Handle(std::move(r), std::move(w));
+    });
+    ASSERT_TRUE(server.ok());
+    server_ = std::move(*server);
+
+    FakeWorkerOptions w;
+    w.endpoint = broker_->endpoint();
+    w.worker_id = "host/1/test";
+    w.model = "test-model";
+    w.script = {FakeStep::Reasoning("hmm"), FakeStep::Text("Hello"), FakeStep::Text(", world"),
+                FakeStep::Finish(v1::FINISH_STOP)};
+    worker_ = std::make_unique<FakeWorkerForTest>(w);
+    FakeWorkerOptions p = w;
+    p.worker_id = "host/2/plain";
+    p.model = "plain-model";
+    p.tool_protocol = "";
+    p.context_length = 64;
+    p.script = {FakeStep::Text("plain"), FakeStep::Finish(v1::FINISH_STOP)};
+    plain_worker_ = std::make_unique<FakeWorkerForTest>(p);
+    ASSERT_TRUE(worker_->WaitFor([&] { return broker_->stats().live_workers == 2; }, 5000));
+  }
+
+  void TearDown() override {
+    server_.reset();  // closes connections: in-flight requests are cancelled
+    worker_.reset();
+    plain_worker_.reset();
+    gateway_.reset();
+    broker_.reset();
+  }
+
+  http::TestResponse Post(const std::string& body, const std::string& key = "k-dev") {
+    auto client = TestHttpClient::Connect(server_->port());
+    EXPECT_TRUE(client.ok());
+    std::vector<std::pair<std::string, std::string>> headers = {
+        {"Content-Type", "application/json"}};
+    if (!key.empty()) headers.emplace_back("Authorization", "Bearer " + key);
+    EXPECT_TRUE(client->SendRequest("POST", "/v1/chat/completions", body, headers).ok());
+    auto response = client->ReadResponse(10000);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : http::TestResponse{};
+  }
+
+  static std::string Chat(const std::string& model, const std::string& extra = "",
+                          const std::string& content = "hi") {
+    return absl::StrCat(R"({"model":")", model, R"(","messages":[{"role":"user","content":")",
+                        content, "\"}]", extra, "}");
+  }
+
+  std::shared_ptr<const policy::Snapshot> snapshot_;
+  std::unique_ptr<broker::Broker> broker_;
+  RecordingRecorder recorder_;
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<http::HttpServer> server_;
+  std::unique_ptr<FakeWorkerForTest> worker_;
+  std::unique_ptr<FakeWorkerForTest> plain_worker_;
+};
+
+TEST_F(GatewayTest, NonStreamedChat) {
+  http::TestResponse r = Post(Chat("test-model", R"(,"max_tokens":50)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto body = json::Parse(r.body);
+  ASSERT_TRUE(body.ok());
+  const json::Value& message = *body->Find("choices")->items()[0].Find("message");
+  EXPECT_EQ(message.Find("content")->as_string(), "Hello, world");
+  EXPECT_EQ(message.Find("reasoning_content")->as_string(), "hmm");
+  EXPECT_EQ(body->Find("choices")->items()[0].Find("finish_reason")->as_string(), "stop");
+  EXPECT_EQ(body->Find("usage")->Find("completion_tokens")->as_int64(), 3);
+  // The worker got the router's count and the principal's priority.
+  auto requests = worker_->requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_GT(requests[0].router_prompt_tokens(), 0u);
+  EXPECT_EQ(requests[0].principal(), "dev");
+  EXPECT_EQ(requests[0].max_tokens(), 50u);
+  EXPECT_TRUE(absl::StartsWith(r.Header("x-gantry-request-id"), "req_"));
+  // Ledger events of this request, in order.
+  std::vector<std::string> types;
+  for (const auto& e : recorder_.events()) {
+    if (e[0] == r.Header("x-gantry-request-id")) types.push_back(e[1]);
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"admission.decided", "dispatch.sent",
+                                             "request.finished"}));
+}
+
+TEST_F(GatewayTest, StreamedChatWithToolCallAndUsage) {
+  worker_->SetScript({FakeStep::Text("Let me look."),
+                      FakeStep::ToolCall("read_file", R"({"path":"/workspace/a"})"),
+                      FakeStep::Finish(v1::FINISH_TOOL_CALLS)});
+  http::TestResponse r = Post(Chat("test-model",
+      R"(,"stream":true,"stream_options":{"include_usage":true},"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}])"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "text/event-stream");
+  std::vector<std::string> data = http::SseDataLines(r.body);
+  ASSERT_GE(data.size(), 5u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  EXPECT_TRUE(absl::StrContains(data[0], R"("role":"assistant")"));
+  bool saw_call = false, saw_usage = false, saw_finish = false;
+  for (const auto& line : data) {
+    if (absl::StrContains(line, R"("tool_calls":[{"index":0,"id":"call_)") &&
+        absl::StrContains(line, R"("type":"function","function":{"name":"read_file")")) {
+      saw_call = true;
+    }
+    saw_usage |= absl::StrContains(line, R"("choices":[],"usage")");
+    saw_finish |= absl::StrContains(line, R"("finish_reason":"tool_calls")");
+  }
+  EXPECT_TRUE(saw_call);
+  EXPECT_TRUE(saw_usage);
+  EXPECT_TRUE(saw_finish);
+}
+
+TEST_F(GatewayTest, Authentication) {
+  http::TestResponse r = Post(Chat("test-model"), "");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"unauthenticated")"));
+  r = Post(Chat("test-model"), "k-wrong");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_TRUE(absl::StrContains(r.body, R"("type":"authentication_error")"));
+}
+
+TEST_F(GatewayTest, PolicyDenials) {
+  // A model not granted to the principal.
+  http::TestResponse r = Post(Chat("test-model"), "k-out");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"policy_denied")"));
+  EXPECT_EQ(r.Header("x-gantry-policy-rule"), "default_deny");
+  EXPECT_EQ(r.Header("x-gantry-policy-sha256"), snapshot_->sha256);
+  // A parameter out of range with action reject.
+  r = Post(Chat("test-model", R"(,"temperature":1.5)"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, "temperature"));
+  EXPECT_EQ(r.Header("x-gantry-policy-rule"), "grants[0].models.test-model.temperature");
+  EXPECT_EQ(worker_->requests_received(), 0);
+}
+
+TEST_F(GatewayTest, ClampAddsHeadersAndClampedValueIsDispatched) {
+  http::TestResponse r = Post(Chat("test-model", R"(,"max_tokens":5000)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-gantry-policy-rule"), "grants[0].models.test-model.max_tokens");
+  EXPECT_EQ(r.Header("x-gantry-policy-sha256"), snapshot_->sha256);
+  ASSERT_EQ(worker_->requests().size(), 1u);
+  EXPECT_EQ(worker_->requests()[0].max_tokens(), 100u);
+}
+
+TEST_F(GatewayTest, ToolsWithoutDeclaredProtocolThenPlainStillWorks) {
+  http::TestResponse r = Post(Chat("plain-model",
+      R"(,"tools":[{"type":"function","function":{"name":"f"}}])"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"tool_protocol_undeclared")"));
+  r = Post(Chat("plain-model", R"(,"max_tokens":5)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("content":"plain")"));
+}
+
+TEST_F(GatewayTest, ContextTemplateAndBodyErrors) {
+  // plain-model's bundle (from its READY) has a context of 64 tokens.
+  http::TestResponse r = Post(Chat("plain-model", R"(,"max_tokens":60)"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"context_length_exceeded")"));
+  r = Post(Chat("test-model", "", "boom"));
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"template_render_failed")"));
+  r = Post("{not json");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"invalid_json")"));
+  r = Post(R"({"model":"test-model","messages":[{"role":"user","content":7}]})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(absl::StrContains(r.body, "messages[0].content"));
+  r = Post(Chat("nonexistent"));
+  EXPECT_EQ(r.status, 403);  // the policy does not declare it
+  EXPECT_EQ(worker_->requests_received() + plain_worker_->requests_received(), 0);
+}
+
+TEST_F(GatewayTest, WorkerDiesMidStreamClientGetsOneErrorEventNoDone) {
+  worker_->SetScript({FakeStep::Text("partial"), FakeStep::Sleep(50), FakeStep::Die()});
+  http::TestResponse r = Post(Chat("test-model", R"(,"stream":true)"));
+  ASSERT_EQ(r.status, 200);
+  std::vector<std::string> data = http::SseDataLines(r.body);
+  ASSERT_GE(data.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(data.back(), R"("code":"worker_lost")"));
+  int errors = 0;
+  for (const auto& d : data) errors += absl::StrContains(d, R"("error")");
+  EXPECT_EQ(errors, 1);
+  EXPECT_FALSE(absl::StrContains(r.body, "[DONE]"));
+  EXPECT_EQ(worker_->requests_received(), 1);
+}
+
+TEST_F(GatewayTest, ClientDisconnectCancelsOnTheWorker) {
+  worker_->SetScript({FakeStep::Text("first"), FakeStep::Hang()});
+  {
+    auto client = TestHttpClient::Connect(server_->port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client->SendRequest("POST", "/v1/chat/completions",
+                                    Chat("test-model", R"(,"stream":true)"),
+                                    {{"Authorization", "Bearer k-dev"}}).ok());
+    auto partial = client->ReadResponse(5000, [](absl::string_view) { return false; });
+    ASSERT_TRUE(partial.ok());
+  }
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 3000));
+}
+
+TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
+  plain_worker_.reset();
+  // Expiry takes up to 3 heartbeat intervals; wait for it.
+  ASSERT_TRUE(worker_->WaitFor([&] { return broker_->stats().live_workers == 1; }, 5000));
+  http::TestResponse r = Post(Chat("plain-model", R"(,"max_tokens":5)"));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"no_worker")"));
+  EXPECT_FALSE(r.Header("retry-after").empty());
+
+  auto client = TestHttpClient::Connect(server_->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->SendRequest("GET", "/v1/models", "", {{"Authorization", "Bearer k-dev"}}).ok());
+  auto models = client->ReadResponse();
+  ASSERT_TRUE(models.ok());
+  EXPECT_EQ(models->status, 200);
+  EXPECT_TRUE(absl::StrContains(models->body, R"("id":"test-model")"));
+  ASSERT_TRUE(client->SendRequest("GET", "/healthz", "").ok());
+  EXPECT_EQ(client->ReadResponse()->status, 200);
+  ASSERT_TRUE(client->SendRequest("GET", "/readyz", "").ok());
+  EXPECT_EQ(client->ReadResponse()->status, 200);
+  ASSERT_TRUE(client->SendRequest("GET", "/metrics", "").ok());
+  auto metrics = client->ReadResponse();
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_live_workers 1"));
+  ASSERT_TRUE(client->SendRequest("GET", "/nope", "").ok());
+  auto missing = client->ReadResponse();
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_TRUE(absl::StrContains(missing->body, "route_not_found"));
+  ASSERT_TRUE(client->SendRequest("GET", "/v1/chat/completions", "").ok());
+  EXPECT_EQ(client->ReadResponse()->status, 405);
+}
+
+}  // namespace
+}  // namespace gantry::router

@@ -1,0 +1,569 @@
+#include "router/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "router/http/error_response.h"
+
+namespace gantry::http {
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 499: return "Client Closed Request";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Unknown";
+  }
+}
+
+namespace {
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+std::string StatusLineAndHeaders(int status, const HeaderList& headers) {
+  std::string out = absl::StrCat("HTTP/1.1 ", status, " ", ReasonPhrase(status), "\r\n");
+  for (const auto& [name, value] : headers) absl::StrAppend(&out, name, ": ", value, "\r\n");
+  return out;
+}
+
+// One client connection. Fields marked (loop) are touched by the loop thread only;
+// the rest under `mu`.
+struct Conn {
+  uint64_t id = 0;
+  int fd = -1;                 // (loop) -1 once closed
+  std::string in;              // (loop) received, not yet parsed
+  int64_t last_active_ms = 0;  // (loop)
+  bool handling = false;       // (loop) a request is being answered
+  bool sent_continue = false;  // (loop)
+
+  std::mutex mu;
+  uint64_t generation = 0;     // which request's response `response` describes
+  std::string out;             // bytes to send
+  size_t out_offset = 0;
+  enum class Response { kNone, kStreaming, kDone } response = Response::kNone;
+  bool keep_alive = true;      // of the request being answered
+  bool closed = false;
+  bool overflow = false;       // the client stopped reading
+  std::function<void()> on_close;
+};
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(HttpServerOptions options, Handler handler)
+      : options_(std::move(options)), handler_(std::move(handler)) {}
+  ~Impl() { Stop(); }
+
+  absl::Status Start();
+  void Stop();
+  int port() const { return port_; }
+  size_t connection_count() const { return conn_count_.load(); }
+
+  // Called by writers: output was queued for `conn`.
+  void MarkDirty(const std::shared_ptr<Conn>& conn) {
+    {
+      std::lock_guard<std::mutex> lock(dirty_mu_);
+      dirty_.push_back(conn);
+    }
+    uint64_t one = 1;
+    ssize_t n = write(event_fd_, &one, sizeof(one));
+    (void)n;
+  }
+  size_t max_output_bytes() const { return options_.max_output_bytes; }
+
+ private:
+  void Loop();
+  void Accept();
+  void OnReadable(const std::shared_ptr<Conn>& conn);
+  // Flushes output; completes the response cycle; parses the next request.
+  void Service(const std::shared_ptr<Conn>& conn);
+  void TryParse(const std::shared_ptr<Conn>& conn);
+  void Close(const std::shared_ptr<Conn>& conn);
+  void UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write);
+  void PoolLoop();
+
+  HttpServerOptions options_;
+  Handler handler_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int event_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  bool stopped_ = false;
+  std::thread loop_thread_;
+  std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns_;  // (loop)
+  std::atomic<size_t> conn_count_{0};
+  uint64_t next_id_ = 1;
+
+  std::mutex dirty_mu_;
+  std::vector<std::shared_ptr<Conn>> dirty_;
+
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool pool_stop_ = false;
+  std::vector<std::thread> pool_;
+};
+
+namespace {
+
+class ConnWriter : public ResponseWriter {
+ public:
+  ConnWriter(HttpServer::Impl* server, std::shared_ptr<Conn> conn, uint64_t generation)
+      : server_(server), conn_(std::move(conn)), generation_(generation) {}
+
+  ~ConnWriter() override {
+    bool unanswered;
+    {
+      std::lock_guard<std::mutex> lock(conn_->mu);
+      unanswered = Current() && conn_->response == Conn::Response::kNone && !conn_->closed;
+    }
+    if (unanswered) {
+      Send(ErrorResponse(ReasonError("internal", "the handler returned no response")));
+    } else {
+      bool streaming;
+      {
+        std::lock_guard<std::mutex> lock(conn_->mu);
+        streaming = Current() && conn_->response == Conn::Response::kStreaming && !conn_->closed;
+      }
+      // A stream abandoned half-way: end the connection, never a clean end of stream.
+      if (streaming) {
+        std::lock_guard<std::mutex> lock(conn_->mu);
+        conn_->keep_alive = false;
+        conn_->overflow = true;
+        server_->MarkDirty(conn_);
+      }
+    }
+  }
+
+  bool Send(const HttpResponse& response) override {
+    std::lock_guard<std::mutex> lock(conn_->mu);
+    if (!Current()) return false;
+    if (conn_->closed || conn_->response != Conn::Response::kNone) return false;
+    HeaderList headers = response.headers;
+    headers.emplace_back("Content-Length", absl::StrCat(response.body.size()));
+    if (!conn_->keep_alive) headers.emplace_back("Connection", "close");
+    Append(StatusLineAndHeaders(response.status, headers) + "\r\n" + response.body);
+    conn_->response = Conn::Response::kDone;
+    server_->MarkDirty(conn_);
+    return true;
+  }
+
+  bool StartChunked(int status, const HeaderList& headers) override {
+    std::lock_guard<std::mutex> lock(conn_->mu);
+    if (!Current()) return false;
+    if (conn_->closed || conn_->response != Conn::Response::kNone) return false;
+    HeaderList all = headers;
+    all.emplace_back("Transfer-Encoding", "chunked");
+    if (!conn_->keep_alive) all.emplace_back("Connection", "close");
+    Append(StatusLineAndHeaders(status, all) + "\r\n");
+    conn_->response = Conn::Response::kStreaming;
+    server_->MarkDirty(conn_);
+    return true;
+  }
+
+  bool WriteChunk(absl::string_view data) override {
+    std::lock_guard<std::mutex> lock(conn_->mu);
+    if (!Current()) return false;
+    if (conn_->closed || conn_->response != Conn::Response::kStreaming) return false;
+    if (data.empty()) return true;
+    char size[32];
+    std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+    Append(absl::StrCat(size, data, "\r\n"));
+    server_->MarkDirty(conn_);
+    return !conn_->overflow;
+  }
+
+  bool EndChunked() override {
+    std::lock_guard<std::mutex> lock(conn_->mu);
+    if (!Current()) return false;
+    if (conn_->closed || conn_->response != Conn::Response::kStreaming) return false;
+    Append("0\r\n\r\n");
+    conn_->response = Conn::Response::kDone;
+    server_->MarkDirty(conn_);
+    return true;
+  }
+
+  bool closed() const override {
+    std::lock_guard<std::mutex> lock(conn_->mu);
+    return conn_->closed;
+  }
+
+  void OnClose(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(conn_->mu);
+      if (!conn_->closed) {
+        conn_->on_close = std::move(fn);
+        return;
+      }
+    }
+    fn();
+  }
+
+ private:
+  // Precondition: conn_->mu held. False once the connection moved on to a later request.
+  bool Current() const { return conn_->generation == generation_; }
+  // Precondition: conn_->mu held.
+  void Append(absl::string_view bytes) {
+    if (conn_->out.size() - conn_->out_offset + bytes.size() > server_->max_output_bytes()) {
+      conn_->overflow = true;  // the loop closes the connection
+      return;
+    }
+    conn_->out.append(bytes.data(), bytes.size());
+  }
+
+  HttpServer::Impl* server_;
+  std::shared_ptr<Conn> conn_;
+  const uint64_t generation_;
+};
+
+}  // namespace
+
+absl::Status HttpServer::Impl::Start() {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(options_.port));
+  if (inet_pton(AF_INET, options_.host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: ", options_.host));
+  }
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::UnavailableError(absl::StrCat("bind ", options_.host, ":", options_.port,
+                                               ": ", strerror(errno)));
+  }
+  if (listen(listen_fd_, 512) != 0) {
+    return absl::UnavailableError(absl::StrCat("listen: ", strerror(errno)));
+  }
+  socklen_t len = sizeof(addr);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || event_fd_ < 0) return absl::InternalError("epoll/eventfd setup failed");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;  // listener
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = 1;  // eventfd
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &ev);
+  next_id_ = 2;
+  size_t threads = options_.handler_threads == 0 ? 1 : options_.handler_threads;
+  for (size_t i = 0; i < threads; ++i) pool_.emplace_back([this] { PoolLoop(); });
+  loop_thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void HttpServer::Impl::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_ = true;
+  if (event_fd_ >= 0) {
+    uint64_t one = 1;
+    ssize_t n = write(event_fd_, &one, sizeof(one));
+    (void)n;
+  }
+  if (loop_thread_.joinable()) loop_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    pool_stop_ = true;
+  }
+  pool_cv_.notify_all();
+  for (auto& t : pool_) t.join();
+  pool_.clear();
+  {
+    std::lock_guard<std::mutex> lock(dirty_mu_);
+    dirty_.clear();
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (event_fd_ >= 0) close(event_fd_);
+  listen_fd_ = epoll_fd_ = event_fd_ = -1;
+}
+
+void HttpServer::Impl::PoolLoop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(pool_mu_);
+      pool_cv_.wait(lock, [&] { return pool_stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping and drained
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+void HttpServer::Impl::Loop() {
+  epoll_event events[64];
+  while (!stopping_) {
+    int n = epoll_wait(epoll_fd_, events, 64, 500);
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < n; ++i) {
+      uint64_t key = events[i].data.u64;
+      if (key == 0) {
+        Accept();
+      } else if (key == 1) {
+        uint64_t count;
+        while (read(event_fd_, &count, sizeof(count)) > 0) {
+        }
+      } else {
+        auto it = conns_.find(key);
+        if (it == conns_.end()) continue;
+        std::shared_ptr<Conn> conn = it->second;
+        if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) OnReadable(conn);
+        if (conn->fd >= 0) Service(conn);
+      }
+    }
+    std::vector<std::shared_ptr<Conn>> dirty;
+    {
+      std::lock_guard<std::mutex> lock(dirty_mu_);
+      dirty.swap(dirty_);
+    }
+    for (auto& conn : dirty) {
+      if (conn->fd >= 0) Service(conn);
+    }
+    // Idle keep-alive connections.
+    int64_t now = NowMs();
+    std::vector<std::shared_ptr<Conn>> idle;
+    for (auto& [id, conn] : conns_) {
+      if (!conn->handling && now - conn->last_active_ms > options_.idle_timeout_ms) {
+        idle.push_back(conn);
+      }
+    }
+    for (auto& conn : idle) Close(conn);
+  }
+  std::vector<std::shared_ptr<Conn>> all;
+  for (auto& [id, conn] : conns_) all.push_back(conn);
+  for (auto& conn : all) Close(conn);
+}
+
+void HttpServer::Impl::Accept() {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (conns_.size() >= options_.max_connections) {
+      HttpResponse busy = ErrorResponse(WithRetryAfter(
+          ReasonError("server_busy", "too many open connections"), 1000));
+      busy.headers.emplace_back("Content-Length", absl::StrCat(busy.body.size()));
+      busy.headers.emplace_back("Connection", "close");
+      std::string bytes = StatusLineAndHeaders(busy.status, busy.headers) + "\r\n" + busy.body;
+      ssize_t sent = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      (void)sent;
+      close(fd);
+      continue;
+    }
+    auto conn = std::make_shared<Conn>();
+    conn->id = next_id_++;
+    conn->fd = fd;
+    conn->last_active_ms = NowMs();
+    conns_[conn->id] = conn;
+    conn_count_ = conns_.size();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = conn->id;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
+  // A client may pipeline, but not without bound: while a request is being answered,
+  // at most one more request's worth of bytes is buffered.
+  const size_t cap = options_.limits.max_header_bytes + options_.limits.max_body_bytes + 4096;
+  char buf[65536];
+  while (true) {
+    ssize_t n = recv(conn->fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      conn->in.append(buf, static_cast<size_t>(n));
+      conn->last_active_ms = NowMs();
+      if (conn->in.size() > 2 * cap) {
+        Close(conn);
+        return;
+      }
+      continue;
+    }
+    if (n == 0) {  // the peer closed (or half-closed) its side
+      Close(conn);
+      return;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (errno == EINTR) continue;
+    Close(conn);
+    return;
+  }
+  if (!conn->handling) TryParse(conn);
+}
+
+void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
+  if (conn->fd < 0 || conn->handling || conn->in.empty()) return;
+  auto request = std::make_unique<HttpRequest>();
+  ParseOutcome outcome = ParseHttpRequest(conn->in, options_.limits, request.get());
+  if (outcome.state == ParseState::kNeedMore) {
+    if (outcome.headers_complete && outcome.expect_continue && !conn->sent_continue) {
+      conn->sent_continue = true;
+      std::lock_guard<std::mutex> lock(conn->mu);
+      conn->out.append("HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    return;
+  }
+  conn->handling = true;
+  conn->sent_continue = false;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(conn->mu);
+    generation = ++conn->generation;
+    conn->response = Conn::Response::kNone;
+  }
+  auto writer = std::make_shared<ConnWriter>(this, conn, generation);
+  if (outcome.state == ParseState::kError) {
+    {
+      std::lock_guard<std::mutex> lock(conn->mu);
+      conn->keep_alive = false;
+    }
+    conn->in.clear();
+    writer->Send(ErrorResponse(outcome.error));
+    return;
+  }
+  conn->in.erase(0, outcome.consumed);
+  {
+    std::lock_guard<std::mutex> lock(conn->mu);
+    conn->keep_alive = request->keep_alive;
+  }
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    std::shared_ptr<HttpRequest> shared(std::move(request));
+    tasks_.push_back([this, shared, writer]() mutable {
+      handler_(std::move(*shared), std::move(writer));
+    });
+  }
+  pool_cv_.notify_one();
+}
+
+void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
+  bool want_write = false, finished = false, close_now = false;
+  {
+    std::lock_guard<std::mutex> lock(conn->mu);
+    if (conn->closed) return;
+    while (conn->out_offset < conn->out.size()) {
+      ssize_t n = send(conn->fd, conn->out.data() + conn->out_offset,
+                       conn->out.size() - conn->out_offset, MSG_NOSIGNAL);
+      if (n > 0) {
+        conn->out_offset += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        want_write = true;
+        break;
+      }
+      close_now = true;  // EPIPE, ECONNRESET, ...
+      break;
+    }
+    if (conn->out_offset == conn->out.size()) {
+      conn->out.clear();
+      conn->out_offset = 0;
+    }
+    if (conn->overflow) close_now = true;
+    if (!close_now && !want_write && conn->handling &&
+        conn->response == Conn::Response::kDone) {
+      finished = true;
+      if (!conn->keep_alive) close_now = true;
+      conn->on_close = nullptr;  // the response ended: nothing to cancel any more
+    }
+  }
+  if (close_now) {
+    Close(conn);
+    return;
+  }
+  UpdateInterest(conn, want_write);
+  if (finished) {
+    conn->handling = false;
+    conn->last_active_ms = NowMs();
+    TryParse(conn);  // a pipelined request may be waiting
+  }
+}
+
+void HttpServer::Impl::UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u);
+  ev.data.u64 = conn->id;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn->fd, &ev);
+}
+
+void HttpServer::Impl::Close(const std::shared_ptr<Conn>& conn) {
+  if (conn->fd < 0) return;
+  std::function<void()> on_close;
+  {
+    std::lock_guard<std::mutex> lock(conn->mu);
+    conn->closed = true;
+    on_close = std::move(conn->on_close);
+    conn->on_close = nullptr;
+  }
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->fd, nullptr);
+  close(conn->fd);
+  conn->fd = -1;
+  conns_.erase(conn->id);
+  conn_count_ = conns_.size();
+  if (on_close) on_close();
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpServer::~HttpServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options,
+                                                              Handler handler) {
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(handler));
+  absl::Status status = impl->Start();
+  if (!status.ok()) return status;
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+int HttpServer::port() const { return impl_->port(); }
+void HttpServer::Stop() { impl_->Stop(); }
+size_t HttpServer::connection_count() const { return impl_->connection_count(); }
+
+}  // namespace gantry::http

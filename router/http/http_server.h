@@ -1,0 +1,108 @@
+// A small HTTP/1.1 server for the gateway: one epoll event-loop thread owns every
+// socket (non-blocking, keep-alive, pipelining-safe), and a fixed pool of handler
+// threads runs the application's Handler for each complete request.
+//
+// Flow per connection: the loop reads and parses (router/http/http_parser.h); a
+// complete request is handed to the pool with a ResponseWriter; while it is being
+// answered, further pipelined bytes stay buffered and are parsed only after the
+// response has been written out, so responses leave in request order. Framing errors
+// are answered with an OpenAI-style JSON error (error_response.h) and the connection is
+// closed. Plain TCP only: TLS is a later step (docs/router.md).
+//
+// Limits: at most `max_connections` open connections (one more is answered 503
+// server_busy and closed); `HttpLimits` for each request; `max_output_bytes` of
+// unsent output per connection (a client that stops reading is disconnected); idle
+// keep-alive connections close after `idle_timeout_ms`.
+//
+// Thread-safety: Start/Stop from one thread. ResponseWriter methods are thread-safe
+// and may be called from any thread, also after the handler returned.
+#ifndef GANTRY_ROUTER_HTTP_HTTP_SERVER_H_
+#define GANTRY_ROUTER_HTTP_HTTP_SERVER_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "router/http/http_parser.h"
+
+namespace gantry::http {
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpResponse {
+  int status = 200;
+  HeaderList headers;  // Content-Length and Connection are added by the server
+  std::string body;
+};
+
+// The reason phrase of a status code ("OK", "Too Many Requests"); "Unknown" otherwise.
+const char* ReasonPhrase(int status);
+
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+  // A whole response, framed by Content-Length. False when the connection is gone or a
+  // response was already started (nothing is sent then).
+  virtual bool Send(const HttpResponse& response) = 0;
+  // A streamed response (Transfer-Encoding: chunked): StartChunked once, WriteChunk any
+  // number of times (empty data is skipped), EndChunked once. False when the connection
+  // is gone or the call is out of order.
+  virtual bool StartChunked(int status, const HeaderList& headers) = 0;
+  virtual bool WriteChunk(absl::string_view data) = 0;
+  virtual bool EndChunked() = 0;
+  // Whether the peer went away (or the server closed the connection).
+  virtual bool closed() const = 0;
+  // Registers `fn` to run once when the connection closes before the response ended
+  // (on the loop thread; keep it short and non-blocking). Runs at once, on the calling
+  // thread, when already closed.
+  virtual void OnClose(std::function<void()> fn) = 0;
+};
+
+// Runs on a pool thread. Must answer through `writer` eventually (here or later from
+// another thread); a writer dropped without a response answers 500 internal.
+using Handler = std::function<void(HttpRequest request, std::shared_ptr<ResponseWriter> writer)>;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: an ephemeral port (see HttpServer::port())
+  HttpLimits limits;
+  size_t max_connections = 256;
+  size_t handler_threads = 32;
+  size_t max_output_bytes = 32u << 20;
+  int idle_timeout_ms = 120000;
+};
+
+class HttpServer {
+ public:
+  // Binds, listens and starts the loop and pool threads.
+  // Errors: INVALID_ARGUMENT (bad host), UNAVAILABLE (bind/listen failed), INTERNAL.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
+                                                           Handler handler);
+  // Stop()s.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The bound port.
+  int port() const;
+  // Closes the listener and every connection (their OnClose hooks run), then waits for
+  // running handlers to return. Idempotent.
+  void Stop();
+  // Open connections now (for /metrics and tests).
+  size_t connection_count() const;
+
+  class Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gantry::http
+
+#endif  // GANTRY_ROUTER_HTTP_HTTP_SERVER_H_

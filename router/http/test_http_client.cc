@@ -1,0 +1,196 @@
+#include "router/http/test_http_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace gantry::http {
+
+std::string TestResponse::Header(absl::string_view lowercase_name) const {
+  for (const auto& [name, value] : headers) {
+    if (name == lowercase_name) return value;
+  }
+  return "";
+}
+
+absl::StatusOr<TestHttpClient> TestHttpClient::Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect: ", strerror(errno)));
+  }
+  return TestHttpClient(fd);
+}
+
+TestHttpClient::TestHttpClient(TestHttpClient&& other) noexcept
+    : fd_(other.fd_), buffer_(std::move(other.buffer_)) {
+  other.fd_ = -1;
+}
+
+TestHttpClient& TestHttpClient::operator=(TestHttpClient&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = other.fd_;
+    buffer_ = std::move(other.buffer_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+TestHttpClient::~TestHttpClient() { Close(); }
+
+void TestHttpClient::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+absl::Status TestHttpClient::SendRaw(absl::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("send: ", strerror(errno)));
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TestHttpClient::SendRequest(
+    absl::string_view method, absl::string_view target, absl::string_view body,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  std::string out = absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  for (const auto& [name, value] : headers) absl::StrAppend(&out, name, ": ", value, "\r\n");
+  if (!body.empty() || method == "POST") {
+    absl::StrAppend(&out, "Content-Length: ", body.size(), "\r\n");
+  }
+  absl::StrAppend(&out, "\r\n", body);
+  return SendRaw(out);
+}
+
+absl::Status TestHttpClient::Fill(int timeout_ms) {
+  pollfd pfd{fd_, POLLIN, 0};
+  int ready = poll(&pfd, 1, timeout_ms);
+  if (ready == 0) return absl::DeadlineExceededError("no response in time");
+  char buf[65536];
+  ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+  if (n <= 0) return absl::UnavailableError("connection closed by the server");
+  buffer_.append(buf, static_cast<size_t>(n));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TestHttpClient::ReadLine(int timeout_ms) {
+  while (true) {
+    size_t eol = buffer_.find("\r\n");
+    if (eol != std::string::npos) {
+      std::string line = buffer_.substr(0, eol);
+      buffer_.erase(0, eol + 2);
+      return line;
+    }
+    absl::Status status = Fill(timeout_ms);
+    if (!status.ok()) return status;
+  }
+}
+
+absl::StatusOr<std::string> TestHttpClient::ReadExactly(size_t n, int timeout_ms) {
+  while (buffer_.size() < n) {
+    absl::Status status = Fill(timeout_ms);
+    if (!status.ok()) return status;
+  }
+  std::string out = buffer_.substr(0, n);
+  buffer_.erase(0, n);
+  return out;
+}
+
+absl::StatusOr<TestResponse> TestHttpClient::ReadResponse(
+    int timeout_ms, const std::function<bool(absl::string_view)>& on_chunk) {
+  TestResponse response;
+  while (true) {
+    auto status_line = ReadLine(timeout_ms);
+    if (!status_line.ok()) return status_line.status();
+    std::vector<std::string> parts = absl::StrSplit(*status_line, absl::MaxSplits(' ', 2));
+    if (parts.size() < 2 || !absl::SimpleAtoi(parts[1], &response.status)) {
+      return absl::DataLossError(absl::StrCat("bad status line: ", *status_line));
+    }
+    response.headers.clear();
+    while (true) {
+      auto line = ReadLine(timeout_ms);
+      if (!line.ok()) return line.status();
+      if (line->empty()) break;
+      size_t colon = line->find(':');
+      if (colon == std::string::npos) return absl::DataLossError("bad header line");
+      response.headers.emplace_back(
+          absl::AsciiStrToLower(line->substr(0, colon)),
+          std::string(absl::StripAsciiWhitespace(line->substr(colon + 1))));
+    }
+    if (response.status != 100) break;  // skip interim responses
+  }
+  if (absl::EqualsIgnoreCase(response.Header("transfer-encoding"), "chunked")) {
+    response.chunked = true;
+    while (true) {
+      auto size_line = ReadLine(timeout_ms);
+      if (!size_line.ok()) return size_line.status();
+      size_t size = std::strtoul(size_line->c_str(), nullptr, 16);
+      if (size == 0) {
+        auto end = ReadLine(timeout_ms);
+        if (!end.ok()) return end.status();
+        break;
+      }
+      auto data = ReadExactly(size + 2, timeout_ms);
+      if (!data.ok()) return data.status();
+      data->resize(size);
+      response.body += *data;
+      if (on_chunk && !on_chunk(*data)) return response;
+    }
+  } else {
+    size_t length = 0;
+    std::string cl = response.Header("content-length");
+    if (!cl.empty() && !absl::SimpleAtoi(cl, &length)) return absl::DataLossError("bad length");
+    auto body = ReadExactly(length, timeout_ms);
+    if (!body.ok()) return body.status();
+    response.body = *body;
+  }
+  return response;
+}
+
+bool TestHttpClient::WaitForClose(int timeout_ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd pfd{fd_, POLLIN, 0};
+    if (poll(&pfd, 1, 50) <= 0) continue;
+    char buf[4096];
+    ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) return true;
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+  return false;
+}
+
+std::vector<std::string> SseDataLines(absl::string_view body) {
+  std::vector<std::string> out;
+  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
+    for (absl::string_view line : absl::StrSplit(event, '\n')) {
+      if (absl::ConsumePrefix(&line, "data: ")) out.emplace_back(line);
+    }
+  }
+  return out;
+}
+
+}  // namespace gantry::http

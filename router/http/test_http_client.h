@@ -1,0 +1,65 @@
+// Test-only: a tiny blocking HTTP/1.1 client over a real TCP socket, for router tests.
+// It sends raw bytes (so tests can send malformed or pipelined requests) and reads
+// responses, de-chunking streamed bodies and reporting each chunk as it arrives.
+//
+// Thread-safety: one object per thread.
+#ifndef GANTRY_ROUTER_HTTP_TEST_HTTP_CLIENT_H_
+#define GANTRY_ROUTER_HTTP_TEST_HTTP_CLIENT_H_
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gantry::http {
+
+struct TestResponse {
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
+  std::string body;  // de-chunked
+  bool chunked = false;
+  std::string Header(absl::string_view lowercase_name) const;
+};
+
+class TestHttpClient {
+ public:
+  // Connects to 127.0.0.1:port. Errors: UNAVAILABLE.
+  static absl::StatusOr<TestHttpClient> Connect(int port);
+  TestHttpClient(TestHttpClient&& other) noexcept;
+  TestHttpClient& operator=(TestHttpClient&& other) noexcept;
+  ~TestHttpClient();
+
+  absl::Status SendRaw(absl::string_view bytes);
+  // Sends a request with Host, Content-Length (when there is a body) and `headers`.
+  absl::Status SendRequest(absl::string_view method, absl::string_view target,
+                           absl::string_view body,
+                           const std::vector<std::pair<std::string, std::string>>& headers = {});
+  // Reads one whole response. `on_chunk`, when given, sees each chunk of a chunked body
+  // as it arrives and may return false to stop reading (the response is then partial).
+  // Errors: DEADLINE_EXCEEDED after `timeout_ms`; UNAVAILABLE when the server closed
+  // the connection before a whole response; DATA_LOSS for a malformed response.
+  absl::StatusOr<TestResponse> ReadResponse(
+      int timeout_ms = 10000, const std::function<bool(absl::string_view)>& on_chunk = nullptr);
+  // Whether the server closed the connection (reads EOF within `timeout_ms`).
+  bool WaitForClose(int timeout_ms);
+  void Close();
+
+ private:
+  explicit TestHttpClient(int fd) : fd_(fd) {}
+  absl::Status Fill(int timeout_ms);  // reads more bytes into buffer_
+  absl::StatusOr<std::string> ReadLine(int timeout_ms);
+  absl::StatusOr<std::string> ReadExactly(size_t n, int timeout_ms);
+
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// Parses an SSE body into the payloads of its "data: " lines, in order.
+std::vector<std::string> SseDataLines(absl::string_view body);
+
+}  // namespace gantry::http
+
+#endif  // GANTRY_ROUTER_HTTP_TEST_HTTP_CLIENT_H_
