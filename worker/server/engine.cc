@@ -1,0 +1,297 @@
+#include "worker/server/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "worker/server/sampler.h"
+
+namespace gantry::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t MicrosSince(Clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+}
+
+// JSON text from the wire, parsed; a string value when it is not JSON (a client's
+// arguments that do not parse are rendered as the text they sent).
+json::Value ParsedOrString(const std::string& text) {
+  auto v = json::Parse(text);
+  return v.ok() ? *v : json::Value::String(text);
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string:
+// text that must be held back because a stop string may be forming.
+size_t HeldSuffix(const std::string& text, const google::protobuf::RepeatedPtrField<std::string>& stops) {
+  size_t held = 0;
+  for (const std::string& stop : stops) {
+    for (size_t n = std::min(stop.size() - 1, text.size()); n > held; --n) {
+      if (text.compare(text.size() - n, n, stop, 0, n) == 0) {
+        held = n;
+        break;
+      }
+    }
+  }
+  return held;
+}
+
+}  // namespace
+
+Engine::Engine(const ServingBundle& bundle, int capacity)
+    : bundle_(bundle), session_(*bundle.model, capacity) {}
+
+absl::StatusOr<json::Value> Engine::Conversation(const v1::InferenceRequest& request) const {
+  if (request.messages_size() == 0) return ReasonError("invalid_request", "the request has no messages");
+  json::Value conversation = json::Value::EmptyObject();
+  json::Value messages = json::Value::EmptyArray();
+  for (const v1::ChatMessage& m : request.messages()) {
+    json::Value message = json::Value::EmptyObject();
+    message.Set("role", json::Value::String(m.role()));
+    // Clients send content null (or "") on assistant tool-call messages; publisher
+    // templates such as Qwen3's fail on null, so it is normalised to "".
+    message.Set("content", json::Value::String(m.content()));
+    if (!m.reasoning_content().empty()) {
+      message.Set("reasoning_content", json::Value::String(m.reasoning_content()));
+    }
+    if (m.tool_calls_size() > 0) {
+      json::Value calls = json::Value::EmptyArray();
+      for (const v1::ToolCallRef& call : m.tool_calls()) {
+        json::Value function = json::Value::EmptyObject();
+        function.Set("name", json::Value::String(call.name()));
+        function.Set("arguments", ParsedOrString(call.arguments_json()));
+        json::Value c = json::Value::EmptyObject();
+        c.Set("id", json::Value::String(call.id()));
+        c.Set("type", json::Value::String("function"));
+        c.Set("function", std::move(function));
+        calls.Append(std::move(c));
+      }
+      message.Set("tool_calls", std::move(calls));
+    }
+    if (!m.tool_call_id().empty()) message.Set("tool_call_id", json::Value::String(m.tool_call_id()));
+    if (!m.name().empty()) message.Set("name", json::Value::String(m.name()));
+    messages.Append(std::move(message));
+  }
+  conversation.Set("messages", std::move(messages));
+  if (request.tools_size() > 0) {
+    json::Value tools = json::Value::EmptyArray();
+    for (const v1::ToolDefinition& t : request.tools()) {
+      json::Value function = json::Value::EmptyObject();
+      function.Set("name", json::Value::String(t.name()));
+      if (!t.description().empty()) function.Set("description", json::Value::String(t.description()));
+      if (!t.parameters_json().empty()) {
+        auto schema = json::Parse(t.parameters_json());
+        if (!schema.ok()) {
+          return ReasonError("invalid_request", absl::StrCat("tool ", t.name(), ": parameters are not JSON"));
+        }
+        function.Set("parameters", *schema);
+      }
+      json::Value tool = json::Value::EmptyObject();
+      tool.Set("type", json::Value::String("function"));
+      tool.Set("function", std::move(function));
+      tools.Append(std::move(tool));
+    }
+    conversation.Set("tools", std::move(tools));
+  }
+  conversation.Set("add_generation_prompt", json::Value::Bool(true));
+  if (!request.reasoning_effort().empty()) {
+    conversation.Set("reasoning_effort", json::Value::String(request.reasoning_effort()));
+  }
+  for (const auto& [key, value] : request.template_kwargs_json()) {
+    auto v = json::Parse(value);
+    if (!v.ok()) return ReasonError("invalid_request", absl::StrCat("template kwarg ", key, " is not JSON"));
+    conversation.Set(key, *v);
+  }
+  return conversation;
+}
+
+void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& cancel,
+                 const Emit& emit) {
+  const auto start = Clock::now();
+  uint64_t seq = 0;
+  v1::Usage usage;
+  v1::Timings timings;
+  auto event = [&]() {
+    v1::StreamEvent e;
+    e.set_request_id(request.request_id());
+    e.set_seq(seq++);
+    return e;
+  };
+  auto finish = [&](v1::FinishReason reason, const absl::Status& status) {
+    v1::StreamEvent e = event();
+    v1::Terminal* t = e.mutable_terminal();
+    t->set_finish_reason(status.ok() ? reason : v1::FINISH_ERROR);
+    if (reason == v1::FINISH_CANCELLED) t->set_finish_reason(v1::FINISH_CANCELLED);
+    ToProto(status, t->mutable_status());
+    *t->mutable_usage() = usage;
+    *t->mutable_timings() = timings;
+    *t->mutable_bundle() = bundle_.identity;
+    emit(std::move(e));
+  };
+
+  // 1. Tools need a declared protocol; checked before any rendering or generation.
+  if (request.tools_size() > 0 && bundle_.identity.tool_protocol().empty()) {
+    finish(v1::FINISH_ERROR, ReasonError("tool_protocol_undeclared",
+                                         absl::StrCat("model ", bundle_.identity.model(),
+                                                      " declares no tool protocol; send the "
+                                                      "request without tools")));
+    return;
+  }
+  // 2. Render with the bundle's own template.
+  auto conversation = Conversation(request);
+  if (!conversation.ok()) {
+    finish(v1::FINISH_ERROR, conversation.status());
+    return;
+  }
+  auto prompt_text = bundle_.chat_template->Render(*conversation);
+  if (!prompt_text.ok()) {
+    finish(v1::FINISH_ERROR, prompt_text.status());
+    return;
+  }
+  // 3. Tokenize (the template's control tokens are special tokens).
+  auto prompt = bundle_.tokenizer->Encode(*prompt_text);
+  if (!prompt.ok()) {
+    finish(v1::FINISH_ERROR, prompt.status());
+    return;
+  }
+  usage.set_prompt_tokens(static_cast<uint32_t>(prompt->size()));
+  // 4. The context contract.
+  const uint32_t max_tokens = request.max_tokens() > 0 ? request.max_tokens()
+                                                       : bundle_.identity.default_max_tokens();
+  if (prompt->empty() || prompt->size() + max_tokens > static_cast<size_t>(session_.capacity())) {
+    finish(v1::FINISH_ERROR,
+           ReasonError("context_length_exceeded",
+                       absl::StrCat(prompt->size(), " prompt tokens + ", max_tokens,
+                                    " reserved output exceed the context of ", session_.capacity())));
+    return;
+  }
+  // 5. Prefix reuse within one principal; at least one token is evaluated for logits.
+  size_t common = 0;
+  if (session_principal_ == request.principal()) {
+    const auto& cached = session_.tokens();
+    while (common < cached.size() && common < prompt->size() && cached[common] == (*prompt)[common]) ++common;
+    common = std::min(common, prompt->size() - 1);
+  }
+  session_.Truncate(static_cast<int>(common));
+  session_principal_ = request.principal();
+  usage.set_cached_prompt_tokens(static_cast<uint32_t>(common));
+
+  std::vector<float> logits;
+  const auto prefill_start = Clock::now();
+  absl::Status s = session_.Eval(std::vector<int32_t>(prompt->begin() + common, prompt->end()), &logits);
+  timings.set_prefill_us(MicrosSince(prefill_start));
+  if (!s.ok()) {
+    session_.Truncate(0);
+    finish(v1::FINISH_ERROR, s);
+    return;
+  }
+
+  // 6. Generate.
+  std::vector<int32_t> forced;
+  size_t forced_next = 0;
+  if (bundle_.script) {
+    const std::string& last = request.messages_size() > 0
+                                  ? request.messages(request.messages_size() - 1).content()
+                                  : std::string();
+    auto ids = bundle_.tokenizer->Encode(bundle_.script->TextFor(last));
+    if (!ids.ok()) {
+      finish(v1::FINISH_ERROR, ids.status());
+      return;
+    }
+    forced = *ids;
+    if (!bundle_.stop_ids.empty()) forced.push_back(bundle_.stop_ids.front());
+  }
+  SamplingConfig sampling;
+  const auto& sp = request.sampling();
+  if (sp.has_temperature()) sampling.temperature = sp.temperature();
+  if (sp.has_top_k()) sampling.top_k = static_cast<int>(sp.top_k());
+  if (sp.has_top_p()) sampling.top_p = sp.top_p();
+  if (sp.has_min_p()) sampling.min_p = sp.min_p();
+  sampling.seed = sp.has_seed() ? sp.seed() : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  Sampler sampler(sampling);
+  tokenizer::StreamDecoder decoder(bundle_.tokenizer, /*skip_special=*/true);
+  std::string text;      // everything decoded so far
+  size_t emitted = 0;    // bytes of `text` already sent
+  const size_t longest_stop = [&] {
+    size_t n = 0;
+    for (const auto& stop : request.stop()) n = std::max(n, stop.size());
+    return n;
+  }();
+  auto send_text = [&](size_t end) {
+    if (end <= emitted) return;
+    v1::StreamEvent e = event();
+    e.mutable_text()->set_text(text.substr(emitted, end - emitted));
+    emitted = end;
+    if (timings.first_token_us() == 0) timings.set_first_token_us(MicrosSince(start));
+    emit(std::move(e));
+  };
+  const auto decode_start = Clock::now();
+  v1::FinishReason reason = v1::FINISH_LENGTH;
+  bool hit_stop_string = false;
+  for (uint32_t step = 0; step < max_tokens; ++step) {
+    if (cancel.load(std::memory_order_relaxed)) {
+      reason = v1::FINISH_CANCELLED;
+      break;
+    }
+    int32_t token;
+    if (bundle_.script) {
+      token = forced_next < forced.size() ? forced[forced_next++] : bundle_.stop_ids.front();
+    } else {
+      token = sampler.Sample(logits);
+    }
+    if (std::find(bundle_.stop_ids.begin(), bundle_.stop_ids.end(), token) != bundle_.stop_ids.end()) {
+      reason = v1::FINISH_STOP;
+      break;
+    }
+    usage.set_completion_tokens(usage.completion_tokens() + 1);
+    auto piece = decoder.Push(token);
+    if (piece.ok()) text += *piece;
+    // Stop strings: end at the first occurrence; hold back a possible beginning of one.
+    bool stopped = false;
+    if (longest_stop > 0) {
+      const size_t from = emitted > longest_stop ? emitted - longest_stop : 0;
+      size_t cut = std::string::npos;
+      for (const auto& stop : request.stop()) {
+        if (stop.empty()) continue;
+        size_t at = text.find(stop, from);
+        if (at != std::string::npos) cut = std::min(cut, at);
+      }
+      if (cut != std::string::npos) {
+        send_text(cut);
+        stopped = true;
+      } else {
+        send_text(text.size() - HeldSuffix(text, request.stop()));
+      }
+    } else {
+      send_text(text.size());
+    }
+    if (stopped) {
+      reason = v1::FINISH_STOP;
+      hit_stop_string = true;
+      break;
+    }
+    if (step + 1 == max_tokens) break;  // the cap: no need for the next logits
+    s = session_.Eval({token}, &logits);
+    if (!s.ok()) {
+      session_.Truncate(0);
+      finish(v1::FINISH_ERROR, s);
+      return;
+    }
+  }
+  if (!hit_stop_string && reason != v1::FINISH_CANCELLED) {
+    // Held-back text that never became a stop string belongs to the output.
+    text += decoder.Finish();
+    send_text(text.size());
+  }
+  timings.set_decode_us(MicrosSince(decode_start));
+  finish(reason, reason == v1::FINISH_CANCELLED
+                     ? ReasonError("cancelled", "the request was cancelled")
+                     : absl::OkStatus());
+}
+
+}  // namespace gantry::server

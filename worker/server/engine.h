@@ -1,0 +1,73 @@
+// The inference engine of one worker slot: turns an InferenceRequest into the stream of
+// events the worker protocol carries, using the bundle's own chat template, tokenizer
+// and model.
+//
+// Run() order (docs/protocol.md, "Inference"): tools sent to a bundle without a declared
+// tool protocol fail at once (tool_protocol_undeclared); render the template (a failure
+// is template_render_failed, never a fallback); tokenize with special tokens parsed;
+// check prompt + max_tokens against the slot's capacity (context_length_exceeded);
+// reuse the KV cache of the longest common token prefix with this slot's previous
+// request of the same principal (never across principals); evaluate; generate until
+// EOS, a stop string, max_tokens, or cancellation (checked before every decode step).
+// Exactly one terminal event ends every run, with usage, timings and the bundle
+// identity. A failed or cancelled run leaves no state behind that changes the next
+// run's output: the cache only ever holds tokens whose keys and values are complete.
+//
+// Thread-safety: one Engine per slot, used by one thread; the Model is shared.
+#ifndef GANTRY_WORKER_SERVER_ENGINE_H_
+#define GANTRY_WORKER_SERVER_ENGINE_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gantry/v1/bundle.pb.h"
+#include "gantry/v1/inference.pb.h"
+#include "tokenizer-svc/jinja/chat_template.h"
+#include "tokenizer-svc/tokenizer/tokenizer.h"
+#include "worker/model/model.h"
+#include "worker/model/session.h"
+#include "worker/server/script.h"
+
+namespace gantry::server {
+
+// What a slot serves with: shared, immutable pieces of one bundle.
+struct ServingBundle {
+  gantry::v1::BundleIdentity identity;
+  const model::Model* model = nullptr;
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  const jinja::ChatTemplate* chat_template = nullptr;
+  // Token ids that end generation (EOS and the template's end-of-turn token).
+  std::vector<int32_t> stop_ids;
+  // Test double: when set, outputs are forced (see script.h).
+  const Script* script = nullptr;
+};
+
+class Engine {
+ public:
+  using Emit = std::function<void(gantry::v1::StreamEvent)>;
+
+  Engine(const ServingBundle& bundle, int capacity);
+
+  // Streams events through `emit` (non-terminal ones first, the terminal one last) and
+  // returns after the terminal event. `cancel` is polled between decode steps.
+  void Run(const gantry::v1::InferenceRequest& request, const std::atomic<bool>& cancel,
+           const Emit& emit);
+
+  // Tokens currently held in this slot's cache (for tests of prefix reuse).
+  int cached_tokens() const { return session_.n_past(); }
+
+ private:
+  // Builds the conversation object the template receives (HF apply_chat_template
+  // kwargs): messages, tools, add_generation_prompt, template kwargs.
+  absl::StatusOr<json::Value> Conversation(const gantry::v1::InferenceRequest& request) const;
+
+  const ServingBundle& bundle_;
+  model::Session session_;
+  std::string session_principal_;
+};
+
+}  // namespace gantry::server
+
+#endif  // GANTRY_WORKER_SERVER_ENGINE_H_

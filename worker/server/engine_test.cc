@@ -1,0 +1,198 @@
+// The engine on a real bundle (make-test-model weights, the real Qwen3 tokenizer and
+// chat template), with the scripted sampler (a test double) where exact text matters.
+#include "worker/server/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/status.h"
+#include "worker/server/serving.h"
+#include "worker/server/test_bundle.h"
+
+namespace gantry::server {
+namespace {
+
+std::string WriteScript() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(tmp ? tmp : "/tmp") + "/script.yaml";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("- match: \"capital of France\"\n  emit: \"Paris is the capital of France.\"\n"
+             "- match: \"count\"\n  emit: \"one two three four five\"\n",
+             f);
+  std::fclose(f);
+  return path;
+}
+
+struct Result {
+  std::string text;
+  v1::Terminal terminal;
+  int terminals = 0;
+  std::vector<uint64_t> seqs;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto dir = TestBundleDirForTest(true);
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    auto scripted = LoadedBundle::Load(*dir, WriteScript());
+    ASSERT_TRUE(scripted.ok()) << scripted.status();
+    scripted_ = scripted->release();
+    auto sampled = LoadedBundle::Load(*dir);
+    ASSERT_TRUE(sampled.ok()) << sampled.status();
+    sampled_ = sampled->release();
+    auto plain_dir = TestBundleDirForTest(false);
+    ASSERT_TRUE(plain_dir.ok());
+    auto plain = LoadedBundle::Load(*plain_dir, WriteScript());
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    no_tools_ = plain->release();
+  }
+
+  static v1::InferenceRequest Request(const std::string& user, uint32_t max_tokens = 32) {
+    v1::InferenceRequest r;
+    r.set_request_id("req_test");
+    r.set_principal("alice");
+    r.set_max_tokens(max_tokens);
+    auto* m = r.add_messages();
+    m->set_role("user");
+    m->set_content(user);
+    return r;
+  }
+
+  static Result Run(Engine& engine, const v1::InferenceRequest& request, bool cancel = false) {
+    Result result;
+    std::atomic<bool> flag{cancel};
+    engine.Run(request, flag, [&](v1::StreamEvent e) {
+      result.seqs.push_back(e.seq());
+      if (e.has_text()) result.text += e.text().text();
+      if (e.has_terminal()) {
+        result.terminal = e.terminal();
+        ++result.terminals;
+      }
+    });
+    return result;
+  }
+
+  static LoadedBundle* scripted_;
+  static LoadedBundle* sampled_;
+  static LoadedBundle* no_tools_;
+};
+
+LoadedBundle* EngineTest::scripted_ = nullptr;
+LoadedBundle* EngineTest::sampled_ = nullptr;
+LoadedBundle* EngineTest::no_tools_ = nullptr;
+
+TEST_F(EngineTest, ScriptedTextComesOutExactlyWithOneTerminal) {
+  Engine engine(scripted_->serving(), 512);
+  Result r = Run(engine, Request("What is the capital of France?"));
+  EXPECT_EQ(r.text, "Paris is the capital of France.");
+  EXPECT_EQ(r.terminals, 1);
+  EXPECT_EQ(r.terminal.finish_reason(), v1::FINISH_STOP);
+  EXPECT_EQ(r.terminal.status().code(), "OK");
+  EXPECT_GT(r.terminal.usage().prompt_tokens(), 5u);
+  EXPECT_GT(r.terminal.usage().completion_tokens(), 3u);
+  EXPECT_EQ(r.terminal.bundle().model(), "test-qwen3");
+  EXPECT_EQ(r.terminal.bundle().identity_sha256().size(), 64u);
+  for (size_t i = 0; i < r.seqs.size(); ++i) EXPECT_EQ(r.seqs[i], i);
+}
+
+TEST_F(EngineTest, NoMatchingRuleEmitsTheDefault) {
+  Engine engine(scripted_->serving(), 512);
+  EXPECT_EQ(Run(engine, Request("hello")).text, kDefaultScriptText);
+}
+
+TEST_F(EngineTest, StopStringEndsAndIsNotEmitted) {
+  Engine engine(scripted_->serving(), 512);
+  v1::InferenceRequest r = Request("count please");
+  r.add_stop("three");
+  Result result = Run(engine, r);
+  EXPECT_EQ(result.text, "one two ");
+  EXPECT_EQ(result.terminal.finish_reason(), v1::FINISH_STOP);
+  // A stop string that never completes holds nothing back at the end.
+  r.clear_stop();
+  r.add_stop("five!");
+  EXPECT_EQ(Run(engine, r).text, "one two three four five");
+}
+
+TEST_F(EngineTest, MaxTokensEndsWithLength) {
+  Engine engine(scripted_->serving(), 512);
+  Result r = Run(engine, Request("count", 2));
+  EXPECT_EQ(r.terminal.finish_reason(), v1::FINISH_LENGTH);
+  EXPECT_EQ(r.terminal.usage().completion_tokens(), 2u);
+  EXPECT_EQ(r.text, "one two");
+}
+
+TEST_F(EngineTest, ToolsWithoutDeclaredProtocolFailThenPlainRequestWorks) {
+  Engine engine(no_tools_->serving(), 512);
+  v1::InferenceRequest r = Request("What is the capital of France?");
+  r.add_tools()->set_name("read_file");
+  Result failed = Run(engine, r);
+  EXPECT_EQ(failed.terminal.finish_reason(), v1::FINISH_ERROR);
+  EXPECT_EQ(failed.terminal.status().reason(), "tool_protocol_undeclared");
+  EXPECT_EQ(failed.terminal.usage().prompt_tokens(), 0u);  // nothing was rendered
+  EXPECT_EQ(failed.text, "");
+  Result ok = Run(engine, Request("What is the capital of France?"));
+  EXPECT_EQ(ok.text, "Paris is the capital of France.");
+}
+
+TEST_F(EngineTest, ContextOverflowIsRejectedBeforeWorkAndLeavesNoState) {
+  Engine engine(scripted_->serving(), 512);
+  Result r = Run(engine, Request("What is the capital of France?", 600));
+  EXPECT_EQ(r.terminal.status().reason(), "context_length_exceeded");
+  EXPECT_EQ(engine.cached_tokens(), 0);
+  EXPECT_EQ(Run(engine, Request("What is the capital of France?")).text,
+            "Paris is the capital of France.");
+}
+
+TEST_F(EngineTest, CancelledRequestEndsCancelledAndTheNextOneIsServed) {
+  Engine engine(scripted_->serving(), 512);
+  Result r = Run(engine, Request("count"), /*cancel=*/true);
+  EXPECT_EQ(r.terminal.finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(r.terminal.status().reason(), "cancelled");
+  EXPECT_EQ(r.text, "");
+  EXPECT_EQ(Run(engine, Request("count")).text, "one two three four five");
+}
+
+TEST_F(EngineTest, PrefixIsReusedWithinAPrincipalOnly) {
+  Engine engine(scripted_->serving(), 512);
+  Result first = Run(engine, Request("What is the capital of France?"));
+  EXPECT_EQ(first.terminal.usage().cached_prompt_tokens(), 0u);
+  Result second = Run(engine, Request("What is the capital of France?"));
+  EXPECT_EQ(second.terminal.usage().cached_prompt_tokens(), second.terminal.usage().prompt_tokens() - 1);
+  EXPECT_EQ(second.text, first.text);
+  v1::InferenceRequest other = Request("What is the capital of France?");
+  other.set_principal("mallory");
+  Result third = Run(engine, other);
+  EXPECT_EQ(third.terminal.usage().cached_prompt_tokens(), 0u);
+  EXPECT_EQ(third.text, first.text);
+}
+
+TEST_F(EngineTest, SeededSamplingIsReproducibleAndGreedyIsStable) {
+  Engine engine(sampled_->serving(), 512);
+  v1::InferenceRequest r = Request("Tell me a story.", 12);
+  r.mutable_sampling()->set_temperature(0.9f);
+  r.mutable_sampling()->set_top_p(0.95f);
+  r.mutable_sampling()->set_seed(42);
+  Result a = Run(engine, r);
+  Result b = Run(engine, r);
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.terminal.usage().completion_tokens(), b.terminal.usage().completion_tokens());
+  r.mutable_sampling()->set_temperature(0.0f);
+  Engine fresh(sampled_->serving(), 512);
+  EXPECT_EQ(Run(engine, r).text, Run(fresh, r).text);  // cache reuse changes nothing
+}
+
+TEST_F(EngineTest, NoMessagesIsInvalidRequestBeforeRendering) {
+  Engine engine(scripted_->serving(), 512);
+  v1::InferenceRequest r = Request("hi");
+  r.clear_messages();
+  Result result = Run(engine, r);
+  EXPECT_EQ(result.terminal.finish_reason(), v1::FINISH_ERROR);
+  EXPECT_EQ(result.terminal.status().reason(), "invalid_request");
+  EXPECT_EQ(result.terminals, 1);
+}
+
+}  // namespace
+}  // namespace gantry::server

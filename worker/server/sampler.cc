@@ -1,0 +1,66 @@
+#include "worker/server/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gantry::server {
+
+Sampler::Sampler(const SamplingConfig& config) : config_(config), rng_(config.seed) {}
+
+int32_t Sampler::Sample(const std::vector<float>& logits) {
+  const int n = static_cast<int>(logits.size());
+  if (config_.temperature <= 0.0f) {
+    int32_t best = 0;
+    for (int i = 1; i < n; ++i) {
+      if (logits[i] > logits[best]) best = i;
+    }
+    return best;
+  }
+  candidates_.clear();
+  candidates_.reserve(n);
+  for (int i = 0; i < n; ++i) candidates_.emplace_back(logits[i], i);
+  auto by_logit = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates_.size();
+  if (config_.top_k > 0 && static_cast<size_t>(config_.top_k) < keep) keep = config_.top_k;
+  std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  candidates_.resize(keep);
+  // Softmax with temperature over the kept candidates (sorted, best first).
+  const float max = candidates_[0].first;
+  double sum = 0;
+  for (auto& c : candidates_) {
+    c.first = static_cast<float>(std::exp((c.first - max) / config_.temperature));
+    sum += c.first;
+  }
+  for (auto& c : candidates_) c.first = static_cast<float>(c.first / sum);
+  if (config_.top_p < 1.0f) {
+    double cumulative = 0;
+    size_t cut = candidates_.size();
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      cumulative += candidates_[i].first;
+      if (cumulative >= config_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    candidates_.resize(cut);
+  }
+  if (config_.min_p > 0.0f) {
+    const float floor = candidates_[0].first * config_.min_p;
+    size_t cut = 1;
+    while (cut < candidates_.size() && candidates_[cut].first >= floor) ++cut;
+    candidates_.resize(cut);
+  }
+  double total = 0;
+  for (const auto& c : candidates_) total += c.first;
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  double r = uniform(rng_);
+  for (const auto& c : candidates_) {
+    r -= c.first;
+    if (r <= 0) return c.second;
+  }
+  return candidates_.back().second;
+}
+
+}  // namespace gantry::server

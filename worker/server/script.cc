@@ -1,0 +1,51 @@
+#include "worker/server/script.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace gantry::server {
+
+absl::StatusOr<Script> Script::Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read script ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto script = FromYaml(ss.str());
+  if (!script.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", script.status().message()));
+  }
+  return script;
+}
+
+absl::StatusOr<Script> Script::FromYaml(const std::string& text) {
+  Script script;
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsSequence()) return absl::InvalidArgumentError("a script is a list of {match, emit} rules");
+    for (size_t i = 0; i < root.size(); ++i) {
+      const YAML::Node& rule = root[i];
+      if (!rule.IsMap() || !rule["match"] || !rule["emit"] || rule.size() != 2 ||
+          !rule["match"].IsScalar() || !rule["emit"].IsScalar()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rule ", i, ": expected exactly the string keys match and emit"));
+      }
+      script.rules_.push_back({rule["match"].as<std::string>(), rule["emit"].as<std::string>()});
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("script YAML: ", e.what()));
+  }
+  return script;
+}
+
+const std::string& Script::TextFor(const std::string& last_message) const {
+  for (const Rule& rule : rules_) {
+    if (last_message.find(rule.match) != std::string::npos) return rule.emit;
+  }
+  return default_;
+}
+
+}  // namespace gantry::server

@@ -1,0 +1,225 @@
+#include "worker/server/worker_loop.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/zmq_io.h"
+#include "proto/worker_frames.h"
+
+namespace gantry::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+struct Job {
+  v1::InferenceRequest request;
+  std::atomic<bool> cancel{false};
+};
+
+}  // namespace
+
+struct WorkerLoop::Impl {
+  zmq::context_t context;
+  std::string outbox;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Job>> pending;
+  std::map<std::string, std::shared_ptr<Job>> active;  // queued or running, by request id
+  bool shutting_down = false;
+  std::vector<std::thread> executors;
+};
+
+WorkerLoop::WorkerLoop(WorkerOptions options, const ServingBundle& bundle)
+    : options_(std::move(options)), bundle_(bundle), impl_(new Impl) {
+  if (options_.worker_id.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    options_.worker_id = absl::StrCat(host, "/", getpid(), "/", NewId("w").substr(2, 8));
+  }
+  impl_->outbox = absl::StrCat("inproc://gantry-worker-outbox-", reinterpret_cast<uintptr_t>(this));
+}
+
+WorkerLoop::~WorkerLoop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->shutting_down = true;
+    for (auto& [id, job] : impl_->active) job->cancel = true;
+  }
+  impl_->cv.notify_all();
+  for (auto& t : impl_->executors) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void WorkerLoop::Run() {
+  Impl& m = *impl_;
+  zmq::socket_t pull(m.context, zmq::socket_type::pull);
+  pull.bind(m.outbox);
+  // Executors: each owns an Engine (its slot's KV cache) and a PUSH socket.
+  for (int slot = 0; slot < options_.slots; ++slot) {
+    m.executors.emplace_back([this, slot, &m] {
+      zmq::socket_t push(m.context, zmq::socket_type::push);
+      push.set(zmq::sockopt::linger, 1000);
+      push.connect(m.outbox);
+      Engine engine(bundle_, options_.capacity_per_slot);
+      for (;;) {
+        std::shared_ptr<Job> job;
+        {
+          std::unique_lock<std::mutex> lock(m.mu);
+          m.cv.wait(lock, [&] { return m.shutting_down || !m.pending.empty(); });
+          if (m.shutting_down && m.pending.empty()) return;
+          job = m.pending.front();
+          m.pending.pop_front();
+        }
+        Log(LogLevel::kDebug, "worker.request.start", {{"request_id", job->request.request_id()},
+                                                       {"slot", std::to_string(slot)}});
+        engine.Run(job->request, job->cancel, [&](v1::StreamEvent e) {
+          push.send(zmq::buffer(e.SerializeAsString()), zmq::send_flags::none);
+        });
+      }
+    });
+  }
+
+  auto free_slots = [&] {
+    std::lock_guard<std::mutex> lock(m.mu);
+    const int busy = static_cast<int>(m.active.size());
+    return static_cast<uint32_t>(std::max(0, options_.slots - busy));
+  };
+  auto make_ready = [&] {
+    v1::Ready ready;
+    ready.set_protocol_version(wire::kWorkerProtocolVersion);
+    ready.set_worker_id(options_.worker_id);
+    *ready.mutable_bundle() = bundle_.identity;
+    ready.set_slots(static_cast<uint32_t>(options_.slots));
+    ready.set_free_slots(free_slots());
+    ready.set_heartbeat_interval_ms(static_cast<uint32_t>(options_.heartbeat_interval_ms));
+    return ready;
+  };
+
+  while (!stop_.load()) {
+    zmq::socket_t dealer(m.context, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::routing_id, options_.worker_id);
+    dealer.connect(options_.router_endpoint);
+    Log(LogLevel::kInfo, "worker.state", {{"state", "CONNECTING"}, {"router", options_.router_endpoint}});
+    (void)SendFrames(dealer, wire::EncodeFrames(make_ready()));
+    Log(LogLevel::kInfo, "worker.state", {{"state", "READY_SENT"}, {"worker_id", options_.worker_id}});
+    int64_t last_heard = NowMs();
+    int64_t last_sent = NowMs();
+    bool reconnect = false;
+    while (!stop_.load() && !reconnect) {
+      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {pull.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(100));
+      // Events from executors: PARTIAL per event, FINAL for the terminal one.
+      if (items[1].revents & ZMQ_POLLIN) {
+        for (;;) {
+          zmq::message_t msg;
+          if (!pull.recv(msg, zmq::recv_flags::dontwait)) break;
+          v1::StreamEvent e;
+          if (!e.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) continue;
+          if (e.has_terminal()) {
+            v1::Final final;
+            final.set_request_id(e.request_id());
+            *final.mutable_terminal() = e;
+            {
+              std::lock_guard<std::mutex> lock(m.mu);
+              m.active.erase(e.request_id());
+            }
+            (void)SendFrames(dealer, wire::EncodeFrames(final));
+          } else {
+            v1::Partial partial;
+            partial.set_request_id(e.request_id());
+            *partial.add_events() = e;
+            (void)SendFrames(dealer, wire::EncodeFrames(partial));
+          }
+          last_sent = NowMs();
+        }
+      }
+      if (items[0].revents & ZMQ_POLLIN) {
+        auto frames = RecvFrames(dealer, 0);
+        if (frames.ok()) {
+          last_heard = NowMs();
+          auto message = wire::DecodeFrames(*frames, wire::Direction::kRouterToWorker);
+          if (!message.ok()) {
+            Log(LogLevel::kWarning, "worker.frame.dropped", {{"error", message.status().ToString()}});
+          } else if (auto* request = std::get_if<v1::Request>(&*message)) {
+            auto job = std::make_shared<Job>();
+            job->request = request->request();
+            const std::string id = job->request.request_id();
+            bool accepted = false;
+            {
+              std::lock_guard<std::mutex> lock(m.mu);
+              if (static_cast<int>(m.active.size()) < options_.slots && !m.active.count(id)) {
+                m.active[id] = job;
+                m.pending.push_back(job);
+                accepted = true;
+              }
+            }
+            if (accepted) {
+              m.cv.notify_one();
+            } else {
+              // More than our credit (or a duplicate id): refuse at once, never queue.
+              v1::Final final;
+              final.set_request_id(id);
+              v1::StreamEvent* e = final.mutable_terminal();
+              e->set_request_id(id);
+              e->mutable_terminal()->set_finish_reason(v1::FINISH_ERROR);
+              ToProto(ReasonError("queue_full", "the worker has no free slot"),
+                      e->mutable_terminal()->mutable_status());
+              *e->mutable_terminal()->mutable_bundle() = bundle_.identity;
+              (void)SendFrames(dealer, wire::EncodeFrames(final));
+            }
+          } else if (auto* cancel = std::get_if<v1::Cancel>(&*message)) {
+            std::lock_guard<std::mutex> lock(m.mu);
+            auto it = m.active.find(cancel->request_id());
+            if (it != m.active.end()) it->second->cancel = true;  // unknown ids are ignored
+          } else if (std::holds_alternative<v1::Disconnect>(*message)) {
+            Log(LogLevel::kWarning, "worker.state", {{"state", "RECONNECTING"}, {"why", "DISCONNECT"}});
+            reconnect = true;
+          }
+          // HEARTBEAT: being heard is all it means.
+        }
+      }
+      const int64_t now = NowMs();
+      if (now - last_sent >= options_.heartbeat_interval_ms) {
+        v1::Heartbeat hb;
+        hb.set_free_slots(free_slots());
+        {
+          std::lock_guard<std::mutex> lock(m.mu);
+          for (const auto& [id, job] : m.active) hb.add_active_request_ids(id);
+        }
+        hb.set_sent_unix_ms(static_cast<uint64_t>(now));
+        (void)SendFrames(dealer, wire::EncodeFrames(hb));
+        last_sent = now;
+      }
+      if (now - last_heard > static_cast<int64_t>(options_.liveness) * options_.heartbeat_interval_ms) {
+        Log(LogLevel::kWarning, "worker.state", {{"state", "RECONNECTING"}, {"why", "router silent"}});
+        reconnect = true;
+      }
+    }
+    if (stop_.load()) {
+      v1::Disconnect bye;
+      ToProto(absl::UnavailableError("worker stopping"), bye.mutable_reason());
+      (void)SendFrames(dealer, wire::EncodeFrames(bye));
+    }
+  }
+  Log(LogLevel::kInfo, "worker.state", {{"state", "GONE"}});
+}
+
+}  // namespace gantry::server

@@ -1,0 +1,53 @@
+// The worker side of GNTW/1 (docs/protocol.md, "Worker protocol"): connects a DEALER
+// to the router, announces READY with the bundle identity and capacity, answers
+// REQUESTs on `slots` executor threads (one Engine each), streams PARTIALs and one FINAL
+// per request, honours CANCEL between decode steps, heartbeats both ways, and
+// reconnects (a fresh socket and a new READY) when the router falls silent for
+// liveness x interval or sends DISCONNECT.
+//
+// States (logged by name): CONNECTING -> READY_SENT -> SERVING; -> RECONNECTING on
+// silence or DISCONNECT; -> GONE after Stop().
+//
+// Threading: Run() owns the DEALER socket; executors send their events to it over an
+// inproc PUSH/PULL pair (ZeroMQ sockets are never shared between threads).
+// Stop() may be called from any thread (a signal handler's thread included).
+#ifndef GANTRY_WORKER_SERVER_WORKER_LOOP_H_
+#define GANTRY_WORKER_SERVER_WORKER_LOOP_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "worker/server/engine.h"
+
+namespace gantry::server {
+
+struct WorkerOptions {
+  std::string router_endpoint;   // e.g. "tcp://127.0.0.1:5555"
+  std::string worker_id;         // default: "<host>/<pid>/<random>"
+  int slots = 1;
+  int capacity_per_slot = 4096;  // tokens of KV cache per slot
+  int heartbeat_interval_ms = 1000;
+  int liveness = 3;
+};
+
+class WorkerLoop {
+ public:
+  WorkerLoop(WorkerOptions options, const ServingBundle& bundle);
+  ~WorkerLoop();
+
+  // Serves until Stop(); returns after sending DISCONNECT.
+  void Run();
+  void Stop() { stop_.store(true); }
+
+ private:
+  struct Impl;
+  WorkerOptions options_;
+  const ServingBundle& bundle_;
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gantry::server
+
+#endif  // GANTRY_WORKER_SERVER_WORKER_LOOP_H_

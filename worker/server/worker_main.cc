@@ -1,0 +1,69 @@
+// gantry-worker: serves one pinned bundle to a router over GNTW/1.
+//   gantry-worker --bundle DIR --router tcp://HOST:PORT [--slots N] [--capacity TOKENS]
+//                 [--script FILE] [--worker-id ID]
+// Refuses to start when any pinned hash of the bundle does not match (exit 1, naming
+// the file and both hashes). --script selects the scripted sampler, a test double.
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "common/log.h"
+#include "worker/server/serving.h"
+#include "worker/server/worker_loop.h"
+
+namespace {
+gantry::server::WorkerLoop* g_loop = nullptr;
+void OnSignal(int) {
+  if (g_loop) g_loop->Stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  gantry::InitLogging("worker");
+  std::string bundle_dir, script;
+  gantry::server::WorkerOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "gantry-worker: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    std::string v = argv[++i];
+    bool ok = true;
+    if (a == "--bundle") bundle_dir = v;
+    else if (a == "--router") options.router_endpoint = v;
+    else if (a == "--script") script = v;
+    else if (a == "--worker-id") options.worker_id = v;
+    else if (a == "--slots") ok = absl::SimpleAtoi(v, &options.slots) && options.slots > 0 && options.slots <= 64;
+    else if (a == "--capacity") ok = absl::SimpleAtoi(v, &options.capacity_per_slot) && options.capacity_per_slot > 0;
+    else ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "gantry-worker: bad option %s %s\n", a.c_str(), v.c_str());
+      return 2;
+    }
+  }
+  if (bundle_dir.empty() || options.router_endpoint.empty()) {
+    std::fprintf(stderr, "usage: gantry-worker --bundle DIR --router ENDPOINT [--slots N] "
+                         "[--capacity TOKENS] [--script FILE] [--worker-id ID]\n");
+    return 2;
+  }
+  auto loaded = gantry::server::LoadedBundle::Load(bundle_dir, script);
+  if (!loaded.ok()) {
+    gantry::Log(gantry::LogLevel::kError, "worker.refused", {{"error", loaded.status().ToString()}});
+    std::fprintf(stderr, "gantry-worker: refusing to serve: %s\n", loaded.status().ToString().c_str());
+    return 1;
+  }
+  const auto& identity = (*loaded)->serving().identity;
+  options.capacity_per_slot = std::min<int>(options.capacity_per_slot, identity.context_length());
+  gantry::Log(gantry::LogLevel::kInfo, "worker.bundle.verified",
+              {{"model", identity.model()}, {"identity_sha256", identity.identity_sha256()},
+               {"scripted", script.empty() ? "false" : "true"}});
+  gantry::server::WorkerLoop loop(options, (*loaded)->serving());
+  g_loop = &loop;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  loop.Run();
+  g_loop = nullptr;
+  return 0;
+}
