@@ -23,6 +23,7 @@
 #include "router/http/error_response.h"
 #include "router/openai/chat_request.h"
 #include "router/openai/chat_response.h"
+#include "tokenizer-svc/conversation/conversation.h"
 #include "tokenizer-svc/jinja/chat_template.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 
@@ -33,67 +34,6 @@ using json::Value;
 
 // ---- prompt counting ---------------------------------------------------------------
 
-Value MessageJson(const v1::ChatMessage& m) {
-  Value out = Value::EmptyObject();
-  out.Set("role", Value::String(m.role()));
-  out.Set("content", m.content_null() ? Value() : Value::String(m.content()));
-  if (!m.reasoning_content().empty()) {
-    out.Set("reasoning_content", Value::String(m.reasoning_content()));
-  }
-  if (m.tool_calls_size() > 0) {
-    Value calls = Value::EmptyArray();
-    for (const auto& call : m.tool_calls()) {
-      Value function = Value::EmptyObject();
-      function.Set("name", Value::String(call.name()));
-      // Templates index into arguments (HF passes a dict); the parser checked it is an
-      // object.
-      auto args = json::Parse(call.arguments_json());
-      function.Set("arguments", args.ok() ? *args : Value::EmptyObject());
-      Value c = Value::EmptyObject();
-      c.Set("id", Value::String(call.id()));
-      c.Set("type", Value::String("function"));
-      c.Set("function", std::move(function));
-      calls.Append(std::move(c));
-    }
-    out.Set("tool_calls", std::move(calls));
-  }
-  if (!m.tool_call_id().empty()) out.Set("tool_call_id", Value::String(m.tool_call_id()));
-  if (!m.name().empty()) out.Set("name", Value::String(m.name()));
-  return out;
-}
-
-Value ConversationJson(const v1::InferenceRequest& request) {
-  Value conversation = Value::EmptyObject();
-  Value messages = Value::EmptyArray();
-  for (const auto& m : request.messages()) messages.Append(MessageJson(m));
-  conversation.Set("messages", std::move(messages));
-  if (request.tools_size() > 0) {
-    Value tools = Value::EmptyArray();
-    for (const auto& tool : request.tools()) {
-      Value function = Value::EmptyObject();
-      function.Set("name", Value::String(tool.name()));
-      if (!tool.description().empty()) function.Set("description", Value::String(tool.description()));
-      auto parameters = tool.parameters_json().empty() ? absl::StatusOr<Value>(Value::EmptyObject())
-                                                       : json::Parse(tool.parameters_json());
-      function.Set("parameters", parameters.ok() ? *parameters : Value::EmptyObject());
-      Value t = Value::EmptyObject();
-      t.Set("type", Value::String("function"));
-      t.Set("function", std::move(function));
-      tools.Append(std::move(t));
-    }
-    conversation.Set("tools", std::move(tools));
-  }
-  conversation.Set("add_generation_prompt", Value::Bool(true));
-  if (!request.reasoning_effort().empty()) {
-    conversation.Set("reasoning_effort", Value::String(request.reasoning_effort()));
-  }
-  for (const auto& [key, text] : request.template_kwargs_json()) {
-    auto value = json::Parse(text);
-    if (value.ok() && key != "messages" && key != "tools") conversation.Set(key, *value);
-  }
-  return conversation;
-}
-
 class TemplateTokenizerCounter : public PromptCounter {
  public:
   TemplateTokenizerCounter(jinja::ChatTemplate chat_template,
@@ -101,7 +41,7 @@ class TemplateTokenizerCounter : public PromptCounter {
       : template_(std::move(chat_template)), tokenizer_(std::move(tokenizer)) {}
 
   absl::StatusOr<uint32_t> Count(const v1::InferenceRequest& request) const override {
-    auto prompt = template_.Render(ConversationJson(request));
+    auto prompt = template_.Render(conversation::TemplateConversation(request));
     if (!prompt.ok()) {
       if (ReasonOf(prompt.status()).empty()) {
         return ReasonError("template_render_failed", prompt.status().message());
@@ -169,7 +109,7 @@ void SetParam(policy::ParamValues* params, policy::Param p, double v) { params->
 }  // namespace
 
 std::string ConversationJsonForTest(const v1::InferenceRequest& request) {
-  return json::DumpCompact(ConversationJson(request));
+  return json::DumpCompact(conversation::TemplateConversation(request));
 }
 
 absl::StatusOr<std::shared_ptr<const PromptCounter>> MakePromptCounter(

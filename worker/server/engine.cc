@@ -7,6 +7,7 @@
 #include "common/error_codes.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "tokenizer-svc/conversation/conversation.h"
 #include "worker/server/sampler.h"
 
 namespace gantry::server {
@@ -17,13 +18,6 @@ using Clock = std::chrono::steady_clock;
 uint64_t MicrosSince(Clock::time_point t) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
-}
-
-// JSON text from the wire, parsed; a string value when it is not JSON (a client's
-// arguments that do not parse are rendered as the text they sent).
-json::Value ParsedOrString(const std::string& text) {
-  auto v = json::Parse(text);
-  return v.ok() ? *v : json::Value::String(text);
 }
 
 // Length of the longest suffix of `text` that is a proper prefix of some stop string:
@@ -48,66 +42,7 @@ Engine::Engine(const ServingBundle& bundle, int capacity)
 
 absl::StatusOr<json::Value> Engine::Conversation(const v1::InferenceRequest& request) const {
   if (request.messages_size() == 0) return ReasonError("invalid_request", "the request has no messages");
-  json::Value conversation = json::Value::EmptyObject();
-  json::Value messages = json::Value::EmptyArray();
-  for (const v1::ChatMessage& m : request.messages()) {
-    json::Value message = json::Value::EmptyObject();
-    message.Set("role", json::Value::String(m.role()));
-    // Clients send content null (or "") on assistant tool-call messages; publisher
-    // templates such as Qwen3's fail on null, so it is normalised to "".
-    message.Set("content", json::Value::String(m.content()));
-    if (!m.reasoning_content().empty()) {
-      message.Set("reasoning_content", json::Value::String(m.reasoning_content()));
-    }
-    if (m.tool_calls_size() > 0) {
-      json::Value calls = json::Value::EmptyArray();
-      for (const v1::ToolCallRef& call : m.tool_calls()) {
-        json::Value function = json::Value::EmptyObject();
-        function.Set("name", json::Value::String(call.name()));
-        function.Set("arguments", ParsedOrString(call.arguments_json()));
-        json::Value c = json::Value::EmptyObject();
-        c.Set("id", json::Value::String(call.id()));
-        c.Set("type", json::Value::String("function"));
-        c.Set("function", std::move(function));
-        calls.Append(std::move(c));
-      }
-      message.Set("tool_calls", std::move(calls));
-    }
-    if (!m.tool_call_id().empty()) message.Set("tool_call_id", json::Value::String(m.tool_call_id()));
-    if (!m.name().empty()) message.Set("name", json::Value::String(m.name()));
-    messages.Append(std::move(message));
-  }
-  conversation.Set("messages", std::move(messages));
-  if (request.tools_size() > 0) {
-    json::Value tools = json::Value::EmptyArray();
-    for (const v1::ToolDefinition& t : request.tools()) {
-      json::Value function = json::Value::EmptyObject();
-      function.Set("name", json::Value::String(t.name()));
-      if (!t.description().empty()) function.Set("description", json::Value::String(t.description()));
-      if (!t.parameters_json().empty()) {
-        auto schema = json::Parse(t.parameters_json());
-        if (!schema.ok()) {
-          return ReasonError("invalid_request", absl::StrCat("tool ", t.name(), ": parameters are not JSON"));
-        }
-        function.Set("parameters", *schema);
-      }
-      json::Value tool = json::Value::EmptyObject();
-      tool.Set("type", json::Value::String("function"));
-      tool.Set("function", std::move(function));
-      tools.Append(std::move(tool));
-    }
-    conversation.Set("tools", std::move(tools));
-  }
-  conversation.Set("add_generation_prompt", json::Value::Bool(true));
-  if (!request.reasoning_effort().empty()) {
-    conversation.Set("reasoning_effort", json::Value::String(request.reasoning_effort()));
-  }
-  for (const auto& [key, value] : request.template_kwargs_json()) {
-    auto v = json::Parse(value);
-    if (!v.ok()) return ReasonError("invalid_request", absl::StrCat("template kwarg ", key, " is not JSON"));
-    conversation.Set(key, *v);
-  }
-  return conversation;
+  return conversation::TemplateConversation(request);
 }
 
 void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& cancel,

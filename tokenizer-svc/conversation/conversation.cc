@@ -1,0 +1,70 @@
+#include "tokenizer-svc/conversation/conversation.h"
+
+namespace gantry::conversation {
+namespace {
+
+using json::Value;
+
+Value ParsedOrString(const std::string& text) {
+  auto v = json::Parse(text);
+  return v.ok() ? *v : Value::String(text);
+}
+
+Value MessageJson(const v1::ChatMessage& m) {
+  Value out = Value::EmptyObject();
+  out.Set("role", Value::String(m.role()));
+  out.Set("content", Value::String(m.content()));  // null is normalised to ""
+  if (!m.reasoning_content().empty()) out.Set("reasoning_content", Value::String(m.reasoning_content()));
+  if (m.tool_calls_size() > 0) {
+    Value calls = Value::EmptyArray();
+    for (const auto& call : m.tool_calls()) {
+      Value function = Value::EmptyObject();
+      function.Set("name", Value::String(call.name()));
+      function.Set("arguments", ParsedOrString(call.arguments_json()));
+      Value c = Value::EmptyObject();
+      c.Set("id", Value::String(call.id()));
+      c.Set("type", Value::String("function"));
+      c.Set("function", std::move(function));
+      calls.Append(std::move(c));
+    }
+    out.Set("tool_calls", std::move(calls));
+  }
+  if (!m.tool_call_id().empty()) out.Set("tool_call_id", Value::String(m.tool_call_id()));
+  if (!m.name().empty()) out.Set("name", Value::String(m.name()));
+  return out;
+}
+
+}  // namespace
+
+json::Value TemplateConversation(const v1::InferenceRequest& request) {
+  Value conversation = Value::EmptyObject();
+  Value messages = Value::EmptyArray();
+  for (const auto& m : request.messages()) messages.Append(MessageJson(m));
+  conversation.Set("messages", std::move(messages));
+  if (request.tools_size() > 0) {
+    Value tools = Value::EmptyArray();
+    for (const auto& tool : request.tools()) {
+      Value function = Value::EmptyObject();
+      function.Set("name", Value::String(tool.name()));
+      if (!tool.description().empty()) function.Set("description", Value::String(tool.description()));
+      if (!tool.parameters_json().empty()) function.Set("parameters", ParsedOrString(tool.parameters_json()));
+      Value t = Value::EmptyObject();
+      t.Set("type", Value::String("function"));
+      t.Set("function", std::move(function));
+      tools.Append(std::move(t));
+    }
+    conversation.Set("tools", std::move(tools));
+  }
+  conversation.Set("add_generation_prompt", Value::Bool(true));
+  if (!request.reasoning_effort().empty()) {
+    conversation.Set("reasoning_effort", Value::String(request.reasoning_effort()));
+  }
+  for (const auto& [key, text] : request.template_kwargs_json()) {
+    if (key == "messages" || key == "tools" || key == "add_generation_prompt") continue;
+    auto value = json::Parse(text);
+    if (value.ok()) conversation.Set(key, *value);
+  }
+  return conversation;
+}
+
+}  // namespace gantry::conversation
