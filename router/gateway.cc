@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/types/optional.h"
 #include "common/error_codes.h"
 #include "common/ids.h"
 #include "common/json.h"
@@ -407,11 +408,17 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
                                                             " (", decision.reason, "): ",
                                                             decision.message)));
   }
+  absl::optional<uint32_t> policy_max_tokens;
   if (decision.verdict == policy::Verdict::kClamp) {
     const policy::ParamValues& e = decision.effective;
     if (e.Has(P::kMaxTokens)) {
-      req.set_max_tokens(static_cast<uint32_t>(e.Get(P::kMaxTokens)));
-      parsed->has_max_tokens = true;
+      if (parsed->has_max_tokens) {
+        req.set_max_tokens(static_cast<uint32_t>(e.Get(P::kMaxTokens)));
+      } else {
+        // No max_tokens asked: the policy's bound caps the default reserve below,
+        // it does not become the reserve itself.
+        policy_max_tokens = static_cast<uint32_t>(e.Get(P::kMaxTokens));
+      }
     }
     if (e.Has(P::kTemperature)) req.mutable_sampling()->set_temperature(static_cast<float>(e.Get(P::kTemperature)));
     if (e.Has(P::kTopP)) req.mutable_sampling()->set_top_p(static_cast<float>(e.Get(P::kTopP)));
@@ -461,7 +468,9 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
   // 7. Context.
   if (!parsed->has_max_tokens) {
     uint32_t room = context_length > *prompt_tokens ? context_length - *prompt_tokens : 0;
-    req.set_max_tokens(std::min(default_max_tokens, room));
+    uint32_t reserve = std::min(default_max_tokens, room);
+    if (policy_max_tokens) reserve = std::min(reserve, *policy_max_tokens);
+    req.set_max_tokens(reserve);
   }
   if (*prompt_tokens >= context_length ||
       uint64_t{*prompt_tokens} + req.max_tokens() > context_length) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -90,7 +91,15 @@ void WorkerLoop::Run() {
         Log(LogLevel::kDebug, "worker.request.start", {{"request_id", job->request.request_id()},
                                                        {"slot", std::to_string(slot)}});
         engine.Run(job->request, job->cancel, [&](v1::StreamEvent e) {
-          push.send(zmq::buffer(e.SerializeAsString()), zmq::send_flags::none);
+          const std::string bytes = e.SerializeAsString();
+          for (;;) {
+            try {
+              push.send(zmq::buffer(bytes), zmq::send_flags::none);
+              break;
+            } catch (const zmq::error_t& err) {
+              if (err.num() != EINTR) break;  // the context is closing: nobody to tell
+            }
+          }
         });
       }
     });
@@ -125,12 +134,23 @@ void WorkerLoop::Run() {
     bool reconnect = false;
     while (!stop_.load() && !reconnect) {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {pull.handle(), 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, std::chrono::milliseconds(100));
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(100));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;  // a signal (Stop() is checked by the loop)
+        Log(LogLevel::kError, "worker.poll.failed", {{"error", e.what()}});
+        reconnect = true;
+        continue;
+      }
       // Events from executors: PARTIAL per event, FINAL for the terminal one.
       if (items[1].revents & ZMQ_POLLIN) {
         for (;;) {
           zmq::message_t msg;
-          if (!pull.recv(msg, zmq::recv_flags::dontwait)) break;
+          try {
+            if (!pull.recv(msg, zmq::recv_flags::dontwait)) break;
+          } catch (const zmq::error_t&) {
+            break;  // EINTR: the next poll picks the message up
+          }
           v1::StreamEvent e;
           if (!e.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) continue;
           if (e.has_terminal()) {

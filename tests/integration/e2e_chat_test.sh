@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The whole path with real processes over real sockets: gantry-router (HTTP, the demo
+# policy, the ledger in the Postgres of tests/run) and gantry-worker serving a packed
+# make-test-model bundle (the Qwen3 tokenizer and template from deploy/demo) with the
+# scripted sampler, a test double, where exact text matters.
+set -u
+source tests/lib/shtest.sh
+g=cli/gantry
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# A bundle.
+tok="$tmp/tok"; mkdir -p "$tok"
+xz -dc deploy/demo/qwen3-tokenizer/tokenizer.json.xz >"$tok/tokenizer.json"
+cp deploy/demo/qwen3-tokenizer/tokenizer_config.json "$tok/"
+"$g" bundle make-test-model --tokenizer "$tok" --arch qwen3 --n-layer 1 --n-embd 64 --n-head 4 \
+  --n-head-kv 2 --n-ff 128 --ctx 2048 -o "$tmp/m.gguf" >/dev/null || { bad setup "make-test-model"; finish; }
+"$g" bundle pack --gguf "$tmp/m.gguf" --model gantry-demo --tokenizer-dir "$tok" \
+  --tool-protocol hermes_json --context 2048 --max-output 64 -o "$tmp/bundle" >/dev/null ||
+  { bad setup "bundle pack"; finish; }
+words=$(printf ' word%.0s' $(seq 1 120))
+cat >"$tmp/script.yaml" <<YAML
+- match: "long"
+  emit: "$words"
+- match: ""
+  emit: "Hello from Gantry."
+YAML
+cat >"$tmp/models.json" <<JSON
+{"models": [{"name": "gantry-demo", "tokenizer_dir": "$tmp/bundle", "context_length": 2048,
+             "tool_protocol": "hermes_json", "default_max_tokens": 64}]}
+JSON
+ledger_args=()
+if [ -n "${GANTRY_TEST_PG_URL:-}" ]; then
+  db="t_e2e_$$_$RANDOM"
+  psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" && ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
+  ledger_args=(--ledger "$ledger_url" --ledger-spool "$tmp/spool")
+fi
+http=$(free_port); zport=$(free_port)
+router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
+  --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" >"$tmp/router.log" 2>&1 &
+pids+=($!)
+start_worker() {
+  worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
+    --script "$tmp/script.yaml" >>"$tmp/worker.log" 2>&1 &
+  worker=$!
+  pids+=($worker)
+}
+start_worker
+ready() { for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && return 0; sleep 0.1; done; return 1; }
+ready && ok ready || { bad ready "$(tail -5 "$tmp/router.log" "$tmp/worker.log")"; finish; }
+
+chat() {  # chat KEY BODY -> prints "STATUS\nBODY"
+  curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$http/v1/chat/completions" \
+    -H "Authorization: Bearer $1" -H 'Content-Type: application/json' -d "$2"
+}
+body='{"model": "gantry-demo", "messages": [{"role": "user", "content": "Say hello"}]}'
+status=$(chat gantry-demo-dev "$body")
+content=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["choices"][0]["message"]["content"], d["choices"][0]["finish_reason"], d["usage"]["completion_tokens"] > 0)' "$tmp/body" 2>&1)
+[ "$status" = 200 ] && [ "$content" = "Hello from Gantry. stop True" ] && ok chat || bad chat "$status $content $(cat "$tmp/body")"
+
+stream='{"model": "gantry-demo", "stream": true, "stream_options": {"include_usage": true}, "messages": [{"role": "user", "content": "Say hello"}]}'
+curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer gantry-demo-dev" \
+  -H 'Content-Type: application/json' -d "$stream" >"$tmp/sse"
+joined=$(python3 - "$tmp/sse" <<'PY'
+import json, sys
+text, usage, done, finish = "", None, False, None
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("data: "):
+        continue
+    data = line[6:]
+    if data == "[DONE]":
+        done = True
+        continue
+    chunk = json.loads(data)
+    if chunk.get("usage"):
+        usage = chunk["usage"]
+    for c in chunk.get("choices", []):
+        text += c["delta"].get("content") or ""
+        finish = c.get("finish_reason") or finish
+print(text, finish, usage is not None and usage["completion_tokens"] > 0, done)
+PY
+)
+[ "$joined" = "Hello from Gantry. stop True True" ] && ok stream-equals-non-streamed || bad stream-equals-non-streamed "$joined"
+
+status=$(chat not-a-key "$body"); [ "$status" = 401 ] && ok unknown-key-401 || bad unknown-key-401 "$status"
+status=$(chat gantry-demo-dev '{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}')
+{ [ "$status" = 403 ] || [ "$status" = 404 ]; } && ok unknown-model-4xx || bad unknown-model-4xx "$status"
+status=$(chat gantry-demo-dev '{"model": "gantry-demo", "messages": [{"role": "user", "content": "x"}], "temperature": 1.8}')
+[ "$status" = 403 ] && grep -q policy_denied "$tmp/body" && ok parameter-out-of-range-403 || bad parameter-out-of-range-403 "$status $(cat "$tmp/body")"
+status=$(chat gantry-demo-dev '{"model": "gantry-demo", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5000}')
+[ "$status" = 400 ] && grep -q context_length_exceeded "$tmp/body" && ok context-400 || bad context-400 "$status $(cat "$tmp/body")"
+status=$(chat gantry-demo-dev '{"model": "gantry-demo", "messages": [')
+[ "$status" = 400 ] && grep -q invalid_json "$tmp/body" && ok malformed-json-400 || bad malformed-json-400 "$status"
+
+# The worker dies mid-stream: exactly one error event, no [DONE], never a silent 200.
+long='{"model": "gantry-demo", "stream": true, "max_tokens": 200, "messages": [{"role": "user", "content": "a long one"}]}'
+curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer gantry-demo-dev" \
+  -H 'Content-Type: application/json' -d "$long" >"$tmp/killed" &
+curl_pid=$!
+for _ in $(seq 1 100); do grep -q '"content"' "$tmp/killed" 2>/dev/null && break; sleep 0.05; done
+kill -9 "$worker"
+wait "$curl_pid"
+errors=$(grep -c '"error"' "$tmp/killed"); dones=$(grep -c '\[DONE\]' "$tmp/killed")
+[ "$errors" = 1 ] && [ "$dones" = 0 ] && grep -q worker_lost "$tmp/killed" && ok worker-killed-mid-stream ||
+  bad worker-killed-mid-stream "errors=$errors dones=$dones $(tail -c 400 "$tmp/killed")"
+
+# A new worker registers and the next request is served.
+start_worker
+for _ in $(seq 1 100); do status=$(chat gantry-demo-dev "$body"); [ "$status" = 200 ] && break; sleep 0.1; done
+[ "$status" = 200 ] && ok recovered-after-restart || bad recovered-after-restart "$status $(cat "$tmp/body")"
+
+if [ ${#ledger_args[@]} -gt 0 ]; then
+  sleep 0.5
+  out=$("$g" ledger verify --db "$ledger_url" 2>&1)
+  [ $? = 0 ] && grep -qE '^[1-9][0-9]* streams' <<<"$out" && ok ledger-chains-verify || bad ledger-chains-verify "$out"
+  n=$(psql -tA "$ledger_url" -c "select count(*) from ledger_events where type = 'dispatch.sent'")
+  [ "${n:-0}" -ge 4 ] && ok ledger-dispatch-events || bad ledger-dispatch-events "dispatch.sent rows: $n"
+else
+  bad ledger "GANTRY_TEST_PG_URL unset: run through tests/run"
+fi
+finish
