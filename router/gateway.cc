@@ -290,6 +290,14 @@ std::string Gateway::MetricsText() const {
          s.rejected_queue_full);
   metric("gantry_router_rejected_no_worker_total", "counter", "Requests refused: no_worker.",
          s.rejected_no_worker);
+  if (options_.policy_reload_errors) {
+    metric("gantry_policy_reload_errors_total", "counter",
+           "Policy reloads refused (the previous policy stayed in force).",
+           options_.policy_reload_errors());
+  }
+  absl::StrAppend(&out, "# HELP gantry_policy_info The policy snapshot in force.\n",
+                  "# TYPE gantry_policy_info gauge\n", "gantry_policy_info{sha256=\"",
+                  options_.policy()->sha256, "\"} 1\n");
   return out;
 }
 

@@ -114,6 +114,9 @@ struct GatewayOptions {
   std::map<std::string, ModelEntry> models;
   broker::Broker* broker = nullptr;  // not owned; outlives the Gateway
   EventRecorder* recorder = nullptr;  // optional; not owned
+  // Failed policy reloads so far (PolicyReloader::reload_errors()); optional. A failed
+  // reload leaves the old policy in force, so this counter is how an operator sees it.
+  std::function<uint64_t()> policy_reload_errors;
   const Clock* clock = &SystemClock();
 };
 

@@ -329,6 +329,7 @@ TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
   ASSERT_TRUE(client->SendRequest("GET", "/metrics", "").ok());
   auto metrics = client->ReadResponse();
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_live_workers 1"));
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_policy_info{sha256=\""));
   ASSERT_TRUE(client->SendRequest("GET", "/nope", "").ok());
   auto missing = client->ReadResponse();
   EXPECT_EQ(missing->status, 404);

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   router::GatewayOptions options;
   policy::PolicyReloader* reloader = policy->get();
   options.policy = [reloader] { return reloader->Current(); };
+  options.policy_reload_errors = [reloader] { return reloader->reload_errors(); };
   options.models = std::move(*models);
   options.broker = broker->get();
   options.recorder = recorder.get();
