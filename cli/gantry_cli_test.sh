@@ -24,4 +24,11 @@ check version-args  2 'takes no arguments'         -- version extra
 check errors        0 'context_length_exceeded +INVALID_ARGUMENT +400' -- errors
 check errors-json   0 '"reason":"queue_full","code":"RESOURCE_EXHAUSTED","http":429,"retryable":true' -- errors --json
 check errors-bad    2 "unknown option '--xml'"     -- errors --xml
+# Every error reason the code can return is documented in docs/protocol.md, with the
+# same canonical code and HTTP status.
+missing=""
+while read -r reason code http _; do
+  grep -qF "| \`$reason\` | $code | $http |" docs/protocol.md || missing+=" $reason($code $http)"
+done < <("$g" errors | awk '{print $1, $2, $3}')
+[ -z "$missing" ] && ok errors-documented || bad errors-documented "not in docs/protocol.md:$missing"
 finish
