@@ -9,6 +9,8 @@
 #include "common/status.h"
 #include "tokenizer-svc/conversation/conversation.h"
 #include "worker/server/sampler.h"
+#include "worker/toolcall/tool_call_stream.h"
+#include "worker/toolcall/tool_protocol.h"
 
 namespace gantry::server {
 namespace {
@@ -77,6 +79,16 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
                                                       "request without tools")));
     return;
   }
+  // The declared protocol's parser and the validation of calls (or a pass-through when
+  // no tools were advertised). Bad tools or tool_choice fail here, before rendering.
+  auto protocol = toolcall::ParseToolProtocol(bundle_.identity.tool_protocol());
+  if (!protocol.ok()) {
+    finish(v1::FINISH_ERROR, protocol.status());
+    return;
+  }
+  toolcall::ParserOptions parser_options;
+  // Templates that write <think>...</think> get reasoning split from text.
+  parser_options.reasoning = bundle_.chat_template->source().find("<think>") != std::string::npos;
   // 2. Render with the bundle's own template.
   auto conversation = Conversation(request);
   if (!conversation.ok()) {
@@ -95,6 +107,18 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
     return;
   }
   usage.set_prompt_tokens(static_cast<uint32_t>(prompt->size()));
+  {
+    // A prompt that ends inside an opened <think> makes the output start in reasoning.
+    const size_t open = prompt_text->rfind("<think>");
+    parser_options.starts_in_reasoning =
+        parser_options.reasoning && open != std::string::npos &&
+        prompt_text->find("</think>", open) == std::string::npos;
+  }
+  auto calls = toolcall::ToolCallStream::Create(*protocol, request, parser_options);
+  if (!calls.ok()) {
+    finish(v1::FINISH_ERROR, calls.status());
+    return;
+  }
   // 4. The context contract.
   const uint32_t max_tokens = request.max_tokens() > 0 ? request.max_tokens()
                                                        : bundle_.identity.default_max_tokens();
@@ -157,13 +181,25 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
     for (const auto& stop : request.stop()) n = std::max(n, stop.size());
     return n;
   }();
+  // Decoded text goes through the tool-call stream, which emits text and reasoning
+  // deltas at once and complete, validated calls when their closing syntax arrives.
+  absl::Status calls_status;
+  std::vector<v1::StreamEvent> out;
+  auto emit_all = [&]() {
+    for (v1::StreamEvent& payload : out) {
+      v1::StreamEvent e = event();
+      e.MergeFrom(payload);
+      e.set_request_id(request.request_id());
+      if (timings.first_token_us() == 0) timings.set_first_token_us(MicrosSince(start));
+      emit(std::move(e));
+    }
+    out.clear();
+  };
   auto send_text = [&](size_t end) {
-    if (end <= emitted) return;
-    v1::StreamEvent e = event();
-    e.mutable_text()->set_text(text.substr(emitted, end - emitted));
+    if (end <= emitted || !calls_status.ok()) return;
+    calls_status = (*calls)->Feed(absl::string_view(text).substr(emitted, end - emitted), &out);
     emitted = end;
-    if (timings.first_token_us() == 0) timings.set_first_token_us(MicrosSince(start));
-    emit(std::move(e));
+    emit_all();
   };
   const auto decode_start = Clock::now();
   v1::FinishReason reason = v1::FINISH_LENGTH;
@@ -210,6 +246,7 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
       hit_stop_string = true;
       break;
     }
+    if (!calls_status.ok()) break;  // an invalid call ends the generation
     if (step + 1 == max_tokens) break;  // the cap: no need for the next logits
     s = session_.Eval({token}, &logits);
     if (!s.ok()) {
@@ -223,10 +260,19 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
     text += decoder.Finish();
     send_text(text.size());
   }
+  if (calls_status.ok() && reason != v1::FINISH_CANCELLED) {
+    calls_status = (*calls)->Finish(&out);
+    emit_all();
+  }
   timings.set_decode_us(MicrosSince(decode_start));
-  finish(reason, reason == v1::FINISH_CANCELLED
-                     ? ReasonError("cancelled", "the request was cancelled")
-                     : absl::OkStatus());
+  if (reason == v1::FINISH_CANCELLED) {
+    finish(reason, ReasonError("cancelled", "the request was cancelled"));
+  } else if (!calls_status.ok()) {
+    finish(v1::FINISH_ERROR, calls_status);
+  } else {
+    if (reason == v1::FINISH_STOP && (*calls)->calls() > 0) reason = v1::FINISH_TOOL_CALLS;
+    finish(reason, absl::OkStatus());
+  }
 }
 
 }  // namespace gantry::server

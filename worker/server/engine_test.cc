@@ -19,7 +19,13 @@ std::string WriteScript() {
   std::string path = std::string(tmp ? tmp : "/tmp") + "/script.yaml";
   FILE* f = std::fopen(path.c_str(), "w");
   std::fputs("- match: \"capital of France\"\n  emit: \"Paris is the capital of France.\"\n"
-             "- match: \"count\"\n  emit: \"one two three four five\"\n",
+             "- match: \"count\"\n  emit: \"one two three four five\"\n"
+             "- match: \"weather in Paris\"\n"
+             "  emit: \"Let me check.\\n<tool_call>\\n{\\\"name\\\": \\\"get_weather\\\", "
+             "\\\"arguments\\\": {\\\"city\\\": \\\"Paris\\\"}}\\n</tool_call>\"\n"
+             "- match: \"weather with bad arguments\"\n"
+             "  emit: \"<tool_call>\\n{\\\"name\\\": \\\"get_weather\\\", "
+             "\\\"arguments\\\": {\\\"city\\\": 5}}\\n</tool_call>\"\n",
              f);
   std::fclose(f);
   return path;
@@ -182,6 +188,64 @@ TEST_F(EngineTest, SeededSamplingIsReproducibleAndGreedyIsStable) {
   r.mutable_sampling()->set_temperature(0.0f);
   Engine fresh(sampled_->serving(), 512);
   EXPECT_EQ(Run(engine, r).text, Run(fresh, r).text);  // cache reuse changes nothing
+}
+
+v1::InferenceRequest WeatherRequest(const std::string& text) {
+  v1::InferenceRequest r;
+  r.set_request_id("req_tools");
+  r.set_principal("alice");
+  r.set_max_tokens(64);
+  auto* m = r.add_messages();
+  m->set_role("user");
+  m->set_content(text);
+  auto* tool = r.add_tools();
+  tool->set_name("get_weather");
+  tool->set_description("Current weather of a city");
+  tool->set_parameters_json(
+      R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})");
+  return r;
+}
+
+TEST_F(EngineTest, DeclaredProtocolToolCallIsParsedValidatedAndIdentified) {
+  Engine engine(scripted_->serving(), 512);
+  std::vector<v1::StreamEvent> events;
+  std::atomic<bool> cancel{false};
+  engine.Run(WeatherRequest("What is the weather in Paris?"), cancel,
+             [&](v1::StreamEvent e) { events.push_back(std::move(e)); });
+  ASSERT_FALSE(events.empty());
+  std::string text;
+  int calls = 0;
+  for (const auto& e : events) {
+    if (e.has_text()) text += e.text().text();
+    if (e.has_tool_call()) {
+      ++calls;
+      EXPECT_EQ(e.tool_call().index(), 0u);
+      EXPECT_EQ(e.tool_call().call().name(), "get_weather");
+      EXPECT_EQ(e.tool_call().call().arguments_json(), "{\"city\":\"Paris\"}");
+      EXPECT_EQ(e.tool_call().call().id().rfind("call_", 0), 0u);
+      EXPECT_EQ(e.request_id(), "req_tools");
+    }
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(text, "Let me check.\n");
+  ASSERT_TRUE(events.back().has_terminal());
+  EXPECT_EQ(events.back().terminal().finish_reason(), v1::FINISH_TOOL_CALLS);
+  EXPECT_EQ(events.back().terminal().status().code(), "OK");
+}
+
+TEST_F(EngineTest, ToolCallViolatingTheSchemaIsAnErrorNeverAPartialCall) {
+  Engine engine(scripted_->serving(), 512);
+  std::vector<v1::StreamEvent> events;
+  std::atomic<bool> cancel{false};
+  engine.Run(WeatherRequest("weather with bad arguments"), cancel,
+             [&](v1::StreamEvent e) { events.push_back(std::move(e)); });
+  for (const auto& e : events) EXPECT_FALSE(e.has_tool_call());
+  ASSERT_TRUE(events.back().has_terminal());
+  EXPECT_EQ(events.back().terminal().finish_reason(), v1::FINISH_ERROR);
+  EXPECT_EQ(events.back().terminal().status().reason(), "invalid_tool_call");
+  // The next request on the same slot is served correctly.
+  EXPECT_EQ(Run(engine, Request("What is the capital of France?")).text,
+            "Paris is the capital of France.");
 }
 
 TEST_F(EngineTest, NoMessagesIsInvalidRequestBeforeRendering) {
