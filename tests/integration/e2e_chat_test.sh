@@ -25,6 +25,10 @@ words=$(printf ' word%.0s' $(seq 1 120))
 cat >"$tmp/script.yaml" <<YAML
 - match: "long"
   emit: "$words"
+- match: "weather in Paris"
+  emit: "<tool_call>\\n{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"Paris\\"}}\\n</tool_call>"
+- match: "sunny"
+  emit: "It is sunny in Paris."
 - match: ""
   emit: "Hello from Gantry."
 YAML
@@ -95,6 +99,33 @@ status=$(chat gantry-demo-dev '{"model": "gantry-demo", "messages": [{"role": "u
 [ "$status" = 400 ] && grep -q context_length_exceeded "$tmp/body" && ok context-400 || bad context-400 "$status $(cat "$tmp/body")"
 status=$(chat gantry-demo-dev '{"model": "gantry-demo", "messages": [')
 [ "$status" = 400 ] && grep -q invalid_json "$tmp/body" && ok malformed-json-400 || bad malformed-json-400 "$status"
+
+# Tool calls: the declared protocol (hermes_json) parsed by the worker, returned in
+# OpenAI form; the second turn carries the result under the same call id.
+tools='"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]'
+status=$(chat gantry-demo-dev "{\"model\": \"gantry-demo\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}], $tools}")
+call=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["choices"][0]; t=c["message"]["tool_calls"][0]; print(c["finish_reason"], t["function"]["name"], t["function"]["arguments"], t["id"])' "$tmp/body" 2>&1)
+read -r finish name args call_id <<<"$call"
+[ "$status" = 200 ] && [ "$finish $name $args" = 'tool_calls get_weather {"city":"Paris"}' ] && [[ "$call_id" == call_* ]] &&
+  ok tool-call || bad tool-call "$status $call $(cat "$tmp/body")"
+curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer gantry-demo-dev" \
+  -H 'Content-Type: application/json' \
+  -d "{\"model\": \"gantry-demo\", \"stream\": true, \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}], $tools}" >"$tmp/tool-sse"
+first=$(python3 - "$tmp/tool-sse" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("data: {"):
+        for c in json.loads(line[6:])["choices"]:
+            for t in c["delta"].get("tool_calls", []):
+                print(t.get("index"), t.get("id", "")[:5], t.get("function", {}).get("name"))
+                sys.exit(0)
+PY
+)
+[ "$first" = "0 call_ get_weather" ] && ok streamed-tool-call-first-delta || bad streamed-tool-call-first-delta "$first"
+turn2="{\"model\": \"gantry-demo\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"$call_id\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"$call_id\", \"content\": [{\"type\": \"text\", \"text\": \"sunny, 24 C\"}]}], $tools}"
+status=$(chat gantry-demo-dev "$turn2")
+answer=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body" 2>&1)
+[ "$status" = 200 ] && [ "$answer" = "It is sunny in Paris." ] && ok tool-result-second-turn || bad tool-result-second-turn "$status $answer"
 
 # The worker dies mid-stream: exactly one error event, no [DONE], never a silent 200.
 long='{"model": "gantry-demo", "stream": true, "max_tokens": 200, "messages": [{"role": "user", "content": "a long one"}]}'
