@@ -70,6 +70,17 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return ss.str();
 }
 
+// Settles a budget reservation when the request ends, on every path: with the tokens
+// the terminal event reported, or 0 when the request never reached a worker.
+struct BudgetSettlement {
+  BudgetSettlement(BudgetTracker* tracker, BudgetReservation reservation)
+      : tracker(tracker), reservation(std::move(reservation)) {}
+  ~BudgetSettlement() { tracker->Settle(reservation, used); }
+  BudgetTracker* tracker;
+  BudgetReservation reservation;
+  int64_t used = 0;
+};
+
 // ---- per-request event queue --------------------------------------------------------
 
 // Filled by the broker thread, drained by the HTTP handler thread.
@@ -488,6 +499,21 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
                      " are reserved for output; the model's context is ", context_length,
                      " tokens")));
   }
+  // 8a. Budgets and rates, by reservation of the prompt plus the whole output cap.
+  std::unique_ptr<BudgetSettlement> settlement;
+  if (options_.budgets) {
+    auto reservation = options_.budgets->Admit(decision.principal, decision.budgets,
+                                               int64_t{*prompt_tokens} + req.max_tokens());
+    if (!reservation.ok()) return reject(reservation.status());
+    if (reservation->warning_percent > 0) {
+      Value warning = Value::EmptyObject();
+      warning.Set("principal", Value::String(decision.principal));
+      warning.Set("percent_of_day_budget", Value::Int(reservation->warning_percent));
+      warning.Set("tokens_per_day", Value::Int(decision.budgets.tokens_per_day));
+      RecordEvent(request_id, "budget.warning", Canonical(warning));
+    }
+    settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
+  }
   req.set_router_prompt_tokens(*prompt_tokens);
   admission.Set("gen_ai.usage.input_tokens", Value::Int(*prompt_tokens));
   admission.Set("gen_ai.request.max_tokens", Value::Int(req.max_tokens()));
@@ -520,6 +546,9 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
   openai::ChatCompletionAccumulator accumulator(meta);
   // The outcome goes to the ledger before the client sees the end of the response.
   auto record_outcome = [&](const v1::Terminal& terminal) {
+    if (settlement) {
+      settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
+    }
     absl::Status outcome = openai::TerminalStatus(terminal);
     Value finished = Value::EmptyObject();
     finished.Set("gen_ai.request.model", Value::String(model_name));

@@ -42,6 +42,7 @@
 #include "gantry/v1/inference.pb.h"
 #include "policy/policy_types.h"
 #include "router/broker/broker.h"
+#include "router/budget/budget_tracker.h"
 #include "router/http/http_server.h"
 
 namespace gantry {
@@ -114,6 +115,8 @@ struct GatewayOptions {
   std::map<std::string, ModelEntry> models;
   broker::Broker* broker = nullptr;  // not owned; outlives the Gateway
   EventRecorder* recorder = nullptr;  // optional; not owned
+  // Budgets and rates per principal (router/budget); optional (none: not enforced).
+  BudgetTracker* budgets = nullptr;
   // Failed policy reloads so far (PolicyReloader::reload_errors()); optional. A failed
   // reload leaves the old policy in force, so this counter is how an operator sees it.
   std::function<uint64_t()> policy_reload_errors;

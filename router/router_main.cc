@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "ledger/writer.h"
 #include "policy/policy_reloader.h"
+#include "router/budget/budget_tracker.h"
 #include "router/broker/broker.h"
 #include "router/gateway.h"
 #include "router/http/http_server.h"
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
   policy::PolicyReloader* reloader = policy->get();
   options.policy = [reloader] { return reloader->Current(); };
   options.policy_reload_errors = [reloader] { return reloader->reload_errors(); };
+  router::BudgetTracker budgets;
+  options.budgets = &budgets;
   options.models = std::move(*models);
   options.broker = broker->get();
   options.recorder = recorder.get();

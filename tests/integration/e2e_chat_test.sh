@@ -127,6 +127,17 @@ status=$(chat gantry-demo-dev "$turn2")
 answer=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body" 2>&1)
 [ "$status" = 200 ] && [ "$answer" = "It is sunny in Paris." ] && ok tool-result-second-turn || bad tool-result-second-turn "$status $answer"
 
+# Rates by reservation: the demo's batch account may send 10 requests a minute.
+codes=""
+for i in $(seq 1 11); do
+  codes+=" $(curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$http/v1/chat/completions" \
+    -H "Authorization: Bearer gantry-demo-batch" -H 'Content-Type: application/json' \
+    -d '{"model": "gantry-demo", "max_tokens": 4, "messages": [{"role": "user", "content": "Say hello"}]}')"
+done
+[ "$codes" = "$(printf ' 200%.0s' $(seq 1 10)) 429" ] && grep -q rate_limited "$tmp/body" &&
+  grep -qi '^retry-after: [1-9]' "$tmp/headers" && ok rate-limit-429-retry-after ||
+  bad rate-limit-429-retry-after "codes:$codes $(cat "$tmp/body")"
+
 # The worker dies mid-stream: exactly one error event, no [DONE], never a silent 200.
 long='{"model": "gantry-demo", "stream": true, "max_tokens": 200, "messages": [{"role": "user", "content": "a long one"}]}'
 curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer gantry-demo-dev" \

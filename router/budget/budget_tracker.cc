@@ -1,0 +1,133 @@
+#include "router/budget/budget_tracker.h"
+
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/status.h"
+
+namespace gantry::router {
+namespace {
+
+constexpr int64_t kMinuteUs = 60'000'000;
+constexpr int64_t kDayUs = 86'400'000'000;
+
+// UTC day number and month number (year * 12 + month) of a Unix time.
+void Calendar(int64_t unix_us, int64_t* day, int64_t* month) {
+  *day = unix_us / kDayUs;
+  time_t secs = static_cast<time_t>(unix_us / 1'000'000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  *month = static_cast<int64_t>(tm.tm_year) * 12 + tm.tm_mon;
+}
+
+// Microseconds from `unix_us` to the start of the next UTC month.
+int64_t UntilNextMonth(int64_t unix_us) {
+  time_t secs = static_cast<time_t>(unix_us / 1'000'000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  tm.tm_mday = 1;
+  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+  tm.tm_mon += 1;
+  const int64_t next = static_cast<int64_t>(timegm(&tm)) * 1'000'000;
+  return next - unix_us;
+}
+
+uint32_t ToRetryMs(int64_t us) {
+  const int64_t ms = (us + 999) / 1000;
+  return static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(ms, 1), 0xFFFFFFFF));
+}
+
+}  // namespace
+
+void BudgetTracker::Roll(State* s, int64_t day, int64_t month) const {
+  if (s->day != day) {
+    s->day = day;
+    s->day_tokens = 0;
+  }
+  if (s->month != month) {
+    s->month = month;
+    s->month_tokens = 0;
+  }
+}
+
+absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& principal,
+                                                       const policy::Budgets& b,
+                                                       int64_t reserve_tokens) {
+  const int64_t now_us = clock_.UnixMicros();
+  const int64_t mono_us = clock_.MonotonicMicros();
+  int64_t day, month;
+  Calendar(now_us, &day, &month);
+  std::lock_guard<std::mutex> lock(mu_);
+  State& s = states_[principal];
+  Roll(&s, day, month);
+  if (b.concurrent_requests > 0 && s.in_flight >= b.concurrent_requests) {
+    return WithRetryAfter(ReasonError("rate_limited",
+                                      absl::StrCat(principal, " has ", s.in_flight,
+                                                   " requests in flight; the limit is ",
+                                                   b.concurrent_requests)),
+                          1000);
+  }
+  while (!s.admitted_us.empty() && mono_us - s.admitted_us.front() >= kMinuteUs) {
+    s.admitted_us.pop_front();
+  }
+  if (b.requests_per_minute > 0 && static_cast<int64_t>(s.admitted_us.size()) >= b.requests_per_minute) {
+    return WithRetryAfter(
+        ReasonError("rate_limited", absl::StrCat(principal, " reached ", b.requests_per_minute,
+                                                 " requests per minute")),
+        ToRetryMs(kMinuteUs - (mono_us - s.admitted_us.front())));
+  }
+  if (b.tokens_per_day > 0 && s.day_tokens + reserve_tokens > b.tokens_per_day) {
+    return WithRetryAfter(
+        ReasonError("budget_exhausted",
+                    absl::StrCat(principal, " has used ", s.day_tokens, " of ", b.tokens_per_day,
+                                 " tokens today; this request reserves ", reserve_tokens)),
+        ToRetryMs(kDayUs - now_us % kDayUs));
+  }
+  if (b.tokens_per_month > 0 && s.month_tokens + reserve_tokens > b.tokens_per_month) {
+    return WithRetryAfter(
+        ReasonError("budget_exhausted",
+                    absl::StrCat(principal, " has used ", s.month_tokens, " of ",
+                                 b.tokens_per_month, " tokens this month; this request reserves ",
+                                 reserve_tokens)),
+        ToRetryMs(UntilNextMonth(now_us)));
+  }
+  BudgetReservation r;
+  r.principal = principal;
+  r.tokens = reserve_tokens;
+  r.day = day;
+  r.month = month;
+  if (b.tokens_per_day > 0) {
+    for (int percent : {80, 50}) {
+      const int64_t threshold = b.tokens_per_day * percent / 100;
+      if (s.day_tokens < threshold && s.day_tokens + reserve_tokens >= threshold) {
+        r.warning_percent = percent;
+        break;
+      }
+    }
+  }
+  s.day_tokens += reserve_tokens;
+  s.month_tokens += reserve_tokens;
+  s.in_flight += 1;
+  s.admitted_us.push_back(mono_us);
+  return r;
+}
+
+void BudgetTracker::Settle(const BudgetReservation& r, int64_t used_tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  State& s = states_[r.principal];
+  s.in_flight = std::max<int64_t>(0, s.in_flight - 1);
+  const int64_t delta = used_tokens - r.tokens;
+  // A reservation made on an earlier day or month no longer counts against the new one.
+  if (s.day == r.day) s.day_tokens = std::max<int64_t>(0, s.day_tokens + delta);
+  if (s.month == r.month) s.month_tokens = std::max<int64_t>(0, s.month_tokens + delta);
+}
+
+BudgetTracker::Usage BudgetTracker::UsageOf(const std::string& principal) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = states_.find(principal);
+  if (it == states_.end()) return {};
+  return {it->second.day_tokens, it->second.month_tokens, it->second.in_flight};
+}
+
+}  // namespace gantry::router

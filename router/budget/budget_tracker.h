@@ -1,0 +1,74 @@
+// Budgets and rates per principal, enforced by reservation before dispatch.
+//
+// Admit() checks, in this order: concurrent requests (in flight < concurrent_requests),
+// requests per minute (a sliding 60-second window), and the token budgets of the current
+// UTC day and month, reserving `reserve_tokens` (prompt + the whole output cap) against
+// both, so that the total can never pass a budget however long the answer runs.
+// Settle() replaces the reservation with the tokens actually used and frees the slot.
+// A refusal is RESOURCE_EXHAUSTED with reason rate_limited (concurrency, rate) or
+// budget_exhausted (tokens), each with a Retry-After: until a window slot frees, or until
+// the next UTC day / month.
+//
+// Scope: one router process (state in memory). Several routers behind a load balancer
+// each enforce the full budget; sharing through Postgres is the next step
+// (docs/router.md, "Known weaknesses").
+//
+// Thread-safety: thread-safe.
+#ifndef GANTRY_ROUTER_BUDGET_BUDGET_TRACKER_H_
+#define GANTRY_ROUTER_BUDGET_BUDGET_TRACKER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "policy/policy_types.h"
+
+namespace gantry::router {
+
+struct BudgetReservation {
+  std::string principal;
+  int64_t tokens = 0;  // reserved
+  int64_t day = 0;     // the UTC day / month the reservation counts against
+  int64_t month = 0;
+  // Share of the day's token budget in use after this reservation crossed 50 or 80
+  // percent for the first time (0 when no threshold was crossed).
+  int warning_percent = 0;
+};
+
+class BudgetTracker {
+ public:
+  explicit BudgetTracker(const Clock& clock = SystemClock()) : clock_(clock) {}
+
+  absl::StatusOr<BudgetReservation> Admit(const std::string& principal,
+                                          const policy::Budgets& budgets, int64_t reserve_tokens);
+  // `used_tokens` may exceed the reservation only through a bug elsewhere; it is counted.
+  void Settle(const BudgetReservation& reservation, int64_t used_tokens);
+
+  struct Usage {
+    int64_t day_tokens = 0;
+    int64_t month_tokens = 0;
+    int64_t in_flight = 0;
+  };
+  Usage UsageOf(const std::string& principal) const;
+
+ private:
+  struct State {
+    int64_t day = -1, month = -1;
+    int64_t day_tokens = 0, month_tokens = 0;  // settled + reserved
+    int64_t in_flight = 0;
+    std::deque<int64_t> admitted_us;  // admissions in the last minute (monotonic)
+  };
+  void Roll(State* s, int64_t day, int64_t month) const;
+
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::map<std::string, State> states_;
+};
+
+}  // namespace gantry::router
+
+#endif  // GANTRY_ROUTER_BUDGET_BUDGET_TRACKER_H_
