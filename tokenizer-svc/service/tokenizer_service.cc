@@ -1,0 +1,195 @@
+#include "tokenizer-svc/service/tokenizer_service.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <zmq.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "common/status.h"
+#include "common/zmq_io.h"
+#include "tokenizer-svc/conversation/conversation.h"
+#include "worker/bundle/bundle.h"
+
+namespace gantry::tokenizer_service {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<ServedModel> LoadServedModel(const std::string& dir) {
+  ServedModel m;
+  if (Exists(dir + "/bundle.json")) {
+    GANTRY_ASSIGN_OR_RETURN(bundle::Bundle b, bundle::LoadAndVerify(dir));
+    const auto& manifest = b.manifest();
+    if (manifest.tokenizer_source == bundle::TokenizerSource::kGguf) {
+      GANTRY_ASSIGN_OR_RETURN(auto gguf, bundle::OpenGguf(b.WeightsPath()));
+      GANTRY_ASSIGN_OR_RETURN(m.tokenizer, tokenizer::Tokenizer::FromGguf(*gguf));
+    } else {
+      GANTRY_ASSIGN_OR_RETURN(std::string tj, ReadFile(b.TokenizerPath()));
+      std::string config;
+      if (manifest.tokenizer_config) {
+        GANTRY_ASSIGN_OR_RETURN(config, ReadFile(b.PathOf(*manifest.tokenizer_config)));
+      }
+      GANTRY_ASSIGN_OR_RETURN(m.tokenizer, tokenizer::Tokenizer::FromJson(tj, config));
+    }
+    GANTRY_ASSIGN_OR_RETURN(std::string source, ReadFile(b.ChatTemplatePath()));
+    json::Value specials = json::Value::EmptyObject();
+    if (manifest.tokenizer_config) {
+      GANTRY_ASSIGN_OR_RETURN(std::string config_text, ReadFile(b.PathOf(*manifest.tokenizer_config)));
+      auto config = json::Parse(config_text);
+      if (!config.ok()) return config.status();
+      for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+        const json::Value* v = config->Find(key);
+        if (v && v->is_string()) specials.Set(key, *v);
+        if (v && v->is_object() && v->Find("content")) specials.Set(key, *v->Find("content"));
+      }
+    }
+    GANTRY_ASSIGN_OR_RETURN(jinja::ChatTemplate t, jinja::ChatTemplate::FromSource(source, specials));
+    m.chat_template = std::make_unique<jinja::ChatTemplate>(std::move(t));
+    return m;
+  }
+  GANTRY_ASSIGN_OR_RETURN(m.tokenizer, tokenizer::Tokenizer::Load(dir));
+  auto t = jinja::ChatTemplate::Load(dir);
+  if (t.ok()) m.chat_template = std::make_unique<jinja::ChatTemplate>(std::move(*t));
+  return m;
+}
+
+std::string IdsSha256(const std::vector<int32_t>& ids) {
+  std::string bytes;
+  bytes.reserve(ids.size() * 4);
+  for (int32_t id : ids) {
+    const uint32_t u = static_cast<uint32_t>(id);
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((u >> (8 * i)) & 0xFF));
+  }
+  return Sha256Hex(bytes);
+}
+
+TokenizerService::TokenizerService(std::map<std::string, ServedModel> models)
+    : models_(std::move(models)) {}
+
+v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& request) const {
+  v1::TokenizerResponse response;
+  response.set_request_id(request.request_id());
+  auto fail = [&](const absl::Status& s) {
+    ToProto(s, response.mutable_status());
+    return response;
+  };
+  auto it = models_.find(request.model());
+  if (it == models_.end()) {
+    return fail(ReasonError("model_not_found", absl::StrCat("no model '", request.model(), "' here")));
+  }
+  const ServedModel& m = it->second;
+  auto render = [&](const v1::InferenceRequest& r) -> absl::StatusOr<std::string> {
+    if (!m.chat_template) {
+      return ReasonError("template_render_failed", "this model has no chat template");
+    }
+    if (r.messages_size() == 0) return ReasonError("invalid_request", "no messages");
+    return m.chat_template->Render(conversation::TemplateConversation(r));
+  };
+  switch (request.op_case()) {
+    case v1::TokenizerRequest::kTokenize: {
+      tokenizer::EncodeOptions options;
+      options.add_special = request.tokenize().add_special();
+      options.split_special = request.tokenize().split_special();
+      auto ids = m.tokenizer->Encode(request.tokenize().text(), options);
+      if (!ids.ok()) return fail(ids.status());
+      for (int32_t id : *ids) response.add_ids(id);
+      response.set_ids_sha256(IdsSha256(*ids));
+      break;
+    }
+    case v1::TokenizerRequest::kDetokenize: {
+      std::vector<int32_t> ids(request.detokenize().ids().begin(), request.detokenize().ids().end());
+      auto text = m.tokenizer->Decode(ids, request.detokenize().skip_special());
+      if (!text.ok()) return fail(text.status());
+      response.set_text(*text);
+      break;
+    }
+    case v1::TokenizerRequest::kRender: {
+      auto text = render(request.render());
+      if (!text.ok()) return fail(text.status());
+      response.set_text(*text);
+      break;
+    }
+    case v1::TokenizerRequest::kCount: {
+      auto text = render(request.count());
+      if (!text.ok()) return fail(text.status());
+      auto ids = m.tokenizer->Encode(*text);
+      if (!ids.ok()) return fail(ids.status());
+      response.set_count(static_cast<uint32_t>(ids->size()));
+      response.set_ids_sha256(IdsSha256(*ids));
+      break;
+    }
+    default:
+      return fail(ReasonError("invalid_request", "the request names no operation"));
+  }
+  ToProto(absl::OkStatus(), response.mutable_status());
+  return response;
+}
+
+std::string TokenizerService::endpoint() const {
+  std::lock_guard<std::mutex> lock(endpoint_mu_);
+  return endpoint_;
+}
+
+absl::Status TokenizerService::Serve(const std::string& endpoint) {
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::router);
+  socket.set(zmq::sockopt::linger, 0);
+  try {
+    socket.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("bind ", endpoint, ": ", e.what()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(endpoint_mu_);
+    endpoint_ = LastEndpoint(socket);
+  }
+  Log(LogLevel::kInfo, "tokenizer.serving", {{"endpoint", this->endpoint()}});
+  RecvLimits limits;
+  limits.max_frames = 3;
+  limits.max_total_bytes = 64u << 20;
+  while (!stop_.load()) {
+    auto frames = RecvFrames(socket, 100, limits);
+    if (!frames.ok()) {
+      if (!absl::IsDeadlineExceeded(frames.status())) ++dropped_;
+      continue;
+    }
+    // [identity, "", body] (REQ) or [identity, body] (DEALER).
+    if (frames->size() < 2 || frames->size() > 3 || (frames->size() == 3 && !(*frames)[1].empty())) {
+      ++dropped_;
+      continue;
+    }
+    std::vector<std::string> reply(frames->begin(), frames->end() - 1);
+    v1::TokenizerRequest request;
+    v1::TokenizerResponse response;
+    if (!request.ParseFromString(frames->back())) {
+      ++dropped_;
+      ToProto(ReasonError("protocol_error", "the body is not a gantry.v1.TokenizerRequest"),
+              response.mutable_status());
+    } else {
+      response = Handle(request);
+    }
+    reply.push_back(response.SerializeAsString());
+    (void)SendFrames(socket, reply);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gantry::tokenizer_service
