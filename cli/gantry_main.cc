@@ -4,6 +4,7 @@
 
 #include "cli/builtin_commands.h"
 #include "cli/subcommand.h"
+#include "harness-svc/task_commands.h"
 #include "ledger/ledger_commands.h"
 #include "sandbox-svc/sandbox_commands.h"
 #include "worker/bundle/bundle_commands.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
       gantry::tokenizer::kTokenizeCommand,
       gantry::tokenizer::kDetokenizeCommand,
       gantry::jinja::kRenderCommand,
+      gantry::harness::kTaskCommand,
   };
   return gantry::cli::Dispatch(table, std::vector<std::string>(argv + 1, argv + argc));
 }

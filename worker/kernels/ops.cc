@@ -105,6 +105,26 @@ void Rope(float* v, int head_dim, int pos, float base, RopeMode mode) {
   }
 }
 
+void RopeAngles(float* cs, int head_dim, int pos, float base) {
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const float theta = pos * std::pow(base, -2.0f * i / head_dim);  // as in Rope
+    cs[2 * i] = std::cos(theta);
+    cs[2 * i + 1] = std::sin(theta);
+  }
+}
+
+void RopeApply(float* v, int head_dim, const float* cs, RopeMode mode) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float c = cs[2 * i], s = cs[2 * i + 1];
+    const int a = mode == RopeMode::kNorm ? 2 * i : i;
+    const int b = mode == RopeMode::kNorm ? 2 * i + 1 : i + half;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
 void Softmax(float* x, int n) {
   float max = x[0];
   for (int i = 1; i < n; ++i) max = std::max(max, x[i]);

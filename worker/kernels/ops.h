@@ -44,6 +44,13 @@ enum class RopeMode { kNorm, kNeox };
 // (v[2i], v[2i+1]) (llama); kNeox rotates (v[i], v[i + head_dim/2]) (qwen2/3).
 void Rope(float* v, int head_dim, int pos, float base, RopeMode mode);
 
+// Rope in two steps, for applying one position's angles to many heads:
+// RopeApply(v, head_dim, cs, mode) after RopeAngles(cs, head_dim, pos, base) gives
+// exactly Rope(v, head_dim, pos, base, mode). cs holds cos, sin of theta_i at
+// cs[2i], cs[2i + 1] (head_dim values).
+void RopeAngles(float* cs, int head_dim, int pos, float base);
+void RopeApply(float* v, int head_dim, const float* cs, RopeMode mode);
+
 // In place: x = softmax(x).
 void Softmax(float* x, int n);
 

@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 #include "worker/gguf/gguf.h"
+#include "worker/kernels/thread_pool.h"
 #include "worker/model/model.h"
 #include "worker/model/session.h"
 
@@ -24,7 +25,7 @@ constexpr char kUsage[] =
     "                      tokens parsed (as llama.cpp does by default)\n"
     "  --prompt-ids JSON   a JSON array of token ids, or @FILE holding one\n"
     "  --n N               tokens to generate (32); EOS does not stop generation\n"
-    "  --threads T         (accepted; the reference kernels are single-threaded)\n"
+    "  --threads T         threads for the forward pass (1)\n"
     "  --temperature 0     greedy (the only mode of this command)\n"
     "  --json              print {\"prompt_ids\", \"top_logprobs\" (5 [id, logprob] pairs at the\n"
     "                      last prompt position), \"ids\"}\n"
@@ -58,7 +59,7 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
 
 int RunGenerate(const std::vector<std::string>& args) {
   std::string model_path, prompt_file, prompt_ids;
-  int n = 32;
+  int n = 32, threads = 1;
   bool json_out = false, bench = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -70,7 +71,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     else if (a == "--prompt-file") prompt_file = v;
     else if (a == "--prompt-ids") prompt_ids = v;
     else if (a == "--n") { if (!absl::SimpleAtoi(v, &n) || n < 0 || n > 100000) return Usage("bad --n"); }
-    else if (a == "--threads") { int t; if (!absl::SimpleAtoi(v, &t) || t < 1) return Usage("bad --threads"); }
+    else if (a == "--threads") { if (!absl::SimpleAtoi(v, &threads) || threads < 1 || threads > 256) return Usage("bad --threads"); }
     else if (a == "--temperature") { if (v != "0" && v != "0.0") return Usage("only --temperature 0 (greedy)"); }
     else return Usage("unknown option " + a);
   }
@@ -115,7 +116,10 @@ int RunGenerate(const std::vector<std::string>& args) {
   }
   const int capacity = std::min<int>((*model)->config().context_length,
                                      static_cast<int>(prompt.size()) + n + 1);
-  Session session(**model, capacity);
+  kernels::ThreadPool pool(threads);
+  Session::Options options;
+  options.pool = &pool;
+  Session session(**model, capacity, options);
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
   absl::Status s = session.Eval(prompt, &logits);

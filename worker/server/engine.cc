@@ -39,8 +39,18 @@ size_t HeldSuffix(const std::string& text, const google::protobuf::RepeatedPtrFi
 
 }  // namespace
 
-Engine::Engine(const ServingBundle& bundle, int capacity)
-    : bundle_(bundle), session_(*bundle.model, capacity) {}
+namespace {
+model::Session::Options SessionOptions(kernels::ThreadPool* pool) {
+  model::Session::Options options;
+  options.pool = pool;
+  return options;
+}
+}  // namespace
+
+Engine::Engine(const ServingBundle& bundle, int capacity, int threads)
+    : bundle_(bundle),
+      pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
+      session_(*bundle.model, capacity, SessionOptions(pool_.get())) {}
 
 absl::StatusOr<json::Value> Engine::Conversation(const v1::InferenceRequest& request) const {
   if (request.messages_size() == 0) return ReasonError("invalid_request", "the request has no messages");

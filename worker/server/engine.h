@@ -27,6 +27,7 @@
 #include "tokenizer-svc/jinja/chat_template.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 #include "worker/model/model.h"
+#include "worker/kernels/thread_pool.h"
 #include "worker/model/session.h"
 #include "worker/server/script.h"
 
@@ -48,7 +49,8 @@ class Engine {
  public:
   using Emit = std::function<void(gantry::v1::StreamEvent)>;
 
-  Engine(const ServingBundle& bundle, int capacity);
+  // `threads` > 1 gives this slot its own pool for the forward pass.
+  Engine(const ServingBundle& bundle, int capacity, int threads = 1);
 
   // Streams events through `emit` (non-terminal ones first, the terminal one last) and
   // returns after the terminal event. `cancel` is polled between decode steps.
@@ -64,6 +66,7 @@ class Engine {
   absl::StatusOr<json::Value> Conversation(const gantry::v1::InferenceRequest& request) const;
 
   const ServingBundle& bundle_;
+  std::unique_ptr<kernels::ThreadPool> pool_;  // before session_: the session uses it
   model::Session session_;
   std::string session_principal_;
 };

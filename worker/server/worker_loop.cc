@@ -78,7 +78,7 @@ void WorkerLoop::Run() {
       zmq::socket_t push(m.context, zmq::socket_type::push);
       push.set(zmq::sockopt::linger, 1000);
       push.connect(m.outbox);
-      Engine engine(bundle_, options_.capacity_per_slot);
+      Engine engine(bundle_, options_.capacity_per_slot, options_.threads_per_slot);
       for (;;) {
         std::shared_ptr<Job> job;
         {

@@ -26,7 +26,8 @@ struct WorkerOptions {
   std::string router_endpoint;   // e.g. "tcp://127.0.0.1:5555"
   std::string worker_id;         // default: "<host>/<pid>/<random>"
   int slots = 1;
-  int capacity_per_slot = 4096;  // tokens of KV cache per slot
+  int capacity_per_slot = 0;     // tokens of KV cache per slot; 0: the bundle's context
+  int threads_per_slot = 1;      // forward-pass threads of each slot
   int heartbeat_interval_ms = 1000;
   int liveness = 3;
 };

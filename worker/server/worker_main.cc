@@ -1,11 +1,14 @@
 // gantry-worker: serves one pinned bundle to a router over GNTW/1.
-//   gantry-worker --bundle DIR --router tcp://HOST:PORT [--slots N] [--capacity TOKENS]
+//   gantry-worker --bundle DIR --router tcp://HOST:PORT [--slots N] [--threads T]
+//                 [--capacity TOKENS]
 //                 [--script FILE] [--worker-id ID]
 // Refuses to start when any pinned hash of the bundle does not match (exit 1, naming
 // the file and both hashes). --script selects the scripted sampler, a test double.
 #include <csignal>
 #include <cstdio>
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "common/log.h"
@@ -22,6 +25,7 @@ void OnSignal(int) {
 int main(int argc, char** argv) {
   gantry::InitLogging("worker");
   std::string bundle_dir, script;
+  bool threads_set = false;
   gantry::server::WorkerOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -36,6 +40,7 @@ int main(int argc, char** argv) {
     else if (a == "--script") script = v;
     else if (a == "--worker-id") options.worker_id = v;
     else if (a == "--slots") ok = absl::SimpleAtoi(v, &options.slots) && options.slots > 0 && options.slots <= 64;
+    else if (a == "--threads") ok = (threads_set = true) && absl::SimpleAtoi(v, &options.threads_per_slot) && options.threads_per_slot > 0 && options.threads_per_slot <= 256;
     else if (a == "--capacity") ok = absl::SimpleAtoi(v, &options.capacity_per_slot) && options.capacity_per_slot > 0;
     else ok = false;
     if (!ok) {
@@ -45,7 +50,7 @@ int main(int argc, char** argv) {
   }
   if (bundle_dir.empty() || options.router_endpoint.empty()) {
     std::fprintf(stderr, "usage: gantry-worker --bundle DIR --router ENDPOINT [--slots N] "
-                         "[--capacity TOKENS] [--script FILE] [--worker-id ID]\n");
+                         "[--threads T] [--capacity TOKENS] [--script FILE] [--worker-id ID]\n");
     return 2;
   }
   auto loaded = gantry::server::LoadedBundle::Load(bundle_dir, script);
@@ -54,8 +59,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gantry-worker: refusing to serve: %s\n", loaded.status().ToString().c_str());
     return 1;
   }
+  if (!threads_set) {
+    // The machine's cores, shared between the slots.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    options.threads_per_slot = std::max(1, cores / options.slots);
+  }
   const auto& identity = (*loaded)->serving().identity;
-  options.capacity_per_slot = std::min<int>(options.capacity_per_slot, identity.context_length());
+  // Each slot holds the bundle's whole context unless --capacity asks for less.
+  const int context = static_cast<int>(identity.context_length());
+  options.capacity_per_slot =
+      options.capacity_per_slot > 0 ? std::min(options.capacity_per_slot, context) : context;
   gantry::Log(gantry::LogLevel::kInfo, "worker.bundle.verified",
               {{"model", identity.model()}, {"identity_sha256", identity.identity_sha256()},
                {"scripted", script.empty() ? "false" : "true"}});

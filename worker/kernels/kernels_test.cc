@@ -1,0 +1,145 @@
+// Each kernel set against the scalar reference (ops.h MatVecRowsReference).
+// Stated tolerance: |y - reference| <= 1e-5 * sum_i |w_i x_i| + 1e-30, every type and
+// set (the same products summed in another order); the portable set is bit-identical
+// to the reference, and every set prepares activations bit for bit as the reference.
+#include "worker/kernels/kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/gguf/quant.h"
+#include "worker/kernels/ops.h"
+
+namespace gantry::kernels {
+namespace {
+
+using gguf::TensorType;
+
+struct EncodedMatrix {
+  std::string bytes;
+  Matrix m;
+};
+
+EncodedMatrix Encode(const std::vector<float>& values, TensorType type, int rows, int cols) {
+  EncodedMatrix e;
+  EXPECT_TRUE(gguf::EncodeTensor(values.data(), values.size(), type, &e.bytes).ok());
+  e.m.data = reinterpret_cast<const uint8_t*>(e.bytes.data());
+  e.m.type = type;
+  e.m.rows = rows;
+  e.m.cols = cols;
+  e.m.row_bytes = e.bytes.size() / rows;
+  return e;
+}
+
+std::vector<float> Random(size_t n, std::mt19937* rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(*rng);
+  return v;
+}
+
+std::vector<const KernelSet*> Sets() {
+  std::vector<const KernelSet*> sets = {&PortableKernels()};
+  if (Avx2Kernels()) sets.push_back(Avx2Kernels());
+  if (Avx512VnniKernels()) sets.push_back(Avx512VnniKernels());
+  return sets;
+}
+
+// Checks set `k` on a rows x cols matrix of `type` against n_tok activation rows.
+void CheckMatMul(const KernelSet& k, TensorType type, int rows, int cols, int n_tok, uint32_t seed) {
+  SCOPED_TRACE(std::string(k.name) + " " + gguf::TensorTypeName(type) + " " + std::to_string(rows) + "x" +
+               std::to_string(cols) + " tokens " + std::to_string(n_tok));
+  std::mt19937 rng(seed);
+  EncodedMatrix w = Encode(Random(static_cast<size_t>(rows) * cols, &rng, 0.05f), type, rows, cols);
+  std::vector<float> x = Random(static_cast<size_t>(n_tok) * cols, &rng);
+  const size_t prepared_bytes = PreparedRowBytes(type, cols);
+  std::vector<uint8_t> prepared(prepared_bytes * n_tok), portable(prepared_bytes * n_tok);
+  k.prepare(type, x.data(), cols, n_tok, cols, prepared.data());
+  PortableKernels().prepare(type, x.data(), cols, n_tok, cols, portable.data());
+  EXPECT_EQ(0, std::memcmp(prepared.data(), portable.data(), prepared.size())) << "prepared activations differ";
+
+  std::vector<float> y(static_cast<size_t>(n_tok) * rows, NAN);
+  // Rows [1, rows - 1) only: the range must be honoured exactly.
+  k.matmul(w.m, prepared.data(), prepared_bytes, n_tok, y.data(), rows, 1, rows - 1);
+  std::vector<float> ref(rows), decoded(cols);
+  const bool exact = std::string(k.name) == "portable";
+  for (int t = 0; t < n_tok; ++t) {
+    MatVecRowsReference(w.m, x.data() + static_cast<size_t>(t) * cols, ref.data(), 0, rows);
+    EXPECT_TRUE(std::isnan(y[t * rows])) << "row outside the range written";
+    EXPECT_TRUE(std::isnan(y[t * rows + rows - 1])) << "row outside the range written";
+    for (int r = 1; r < rows - 1; ++r) {
+      DecodeMatrixRow(w.m, r, decoded.data());
+      double bound = 1e-30;
+      for (int c = 0; c < cols; ++c) bound += std::fabs(decoded[c] * x[static_cast<size_t>(t) * cols + c]);
+      bound *= 1e-5;
+      const float got = y[static_cast<size_t>(t) * rows + r];
+      if (exact) {
+        ASSERT_EQ(got, ref[r]) << "token " << t << " row " << r;
+      } else {
+        ASSERT_NEAR(got, ref[r], bound) << "token " << t << " row " << r;
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, EverySetMatchesTheReference) {
+  const TensorType types[] = {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
+                              TensorType::kQ4_0};
+  uint32_t seed = 1;
+  for (const KernelSet* k : Sets()) {
+    for (TensorType type : types) {
+      for (int n_tok : {1, 2, 3, 5, 8}) {
+        CheckMatMul(*k, type, 11, 256, n_tok, seed++);
+        CheckMatMul(*k, type, 6, 2048, n_tok, seed++);
+      }
+    }
+    // Float tails: columns not a multiple of the vector width.
+    for (int cols : {1, 7, 13, 100}) CheckMatMul(*k, TensorType::kF32, 9, cols, 4, seed++);
+  }
+}
+
+TEST(KernelsTest, QuantizationRoundsHalfAwayFromZeroAsTheReference) {
+  // amax 127 gives d = 1, so these values meet roundf's ties exactly.
+  std::vector<float> x(64);
+  for (int j = 0; j < 64; ++j) x[j] = (j % 2 ? -1.0f : 1.0f) * (0.5f + (j % 20));
+  x[0] = 127.0f;
+  x[32] = -127.0f;
+  x[40] = 0.0f;
+  std::vector<uint8_t> want(PreparedRowBytes(TensorType::kQ8_0, 64));
+  PortableKernels().prepare(TensorType::kQ8_0, x.data(), 64, 1, 64, want.data());
+  const Q8Block* b = reinterpret_cast<const Q8Block*>(want.data());
+  EXPECT_EQ(b[0].d, 1.0f);
+  EXPECT_EQ(b[0].q[1], -2);  // -1.5 -> -2
+  EXPECT_EQ(b[0].q[2], 3);   // 2.5 -> 3 (not 2)
+  for (const KernelSet* k : Sets()) {
+    std::vector<uint8_t> got(want.size());
+    k->prepare(TensorType::kQ8_0, x.data(), 64, 1, 64, got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size())) << k->name;
+  }
+  // An all-zero block: d = 0 and q = 0, no division by zero.
+  std::vector<float> zeros(32, 0.0f);
+  for (const KernelSet* k : Sets()) {
+    Q8Block z;
+    k->prepare(TensorType::kQ4_0, zeros.data(), 32, 1, 32, reinterpret_cast<uint8_t*>(&z));
+    EXPECT_EQ(z.d, 0.0f);
+    for (int8_t q : z.q) EXPECT_EQ(q, 0);
+  }
+}
+
+TEST(KernelsTest, KernelsChoosesTheBestSet) {
+  if (getenv("GANTRY_KERNELS")) return;
+  if (Avx512VnniKernels()) {
+    EXPECT_STREQ(Kernels().name, "avx512vnni");
+  } else if (Avx2Kernels()) {
+    EXPECT_STREQ(Kernels().name, "avx2");
+  } else {
+    EXPECT_STREQ(Kernels().name, "portable");
+  }
+}
+
+}  // namespace
+}  // namespace gantry::kernels
