@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "common/error_codes.h"
+#include "common/file.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -61,14 +62,6 @@ class TemplateTokenizerCounter : public PromptCounter {
   jinja::ChatTemplate template_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
 };
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Settles a budget reservation when the request ends, on every path: with the tokens
 // the terminal event reported, or 0 when the request never reached a worker.
@@ -158,7 +151,7 @@ absl::StatusOr<std::shared_ptr<const PromptCounter>> LoadPromptCounter(const std
 }
 
 absl::StatusOr<std::map<std::string, ModelEntry>> LoadModelCatalog(const std::string& path) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadFileToString(path);
   if (!text.ok()) return text.status();
   auto root = json::Parse(*text);
   if (!root.ok()) return root.status();

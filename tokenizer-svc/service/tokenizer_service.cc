@@ -2,8 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
 #include <zmq.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -12,19 +10,12 @@
 #include "common/sha256.h"
 #include "common/status.h"
 #include "common/zmq_io.h"
+#include "tokenizer-svc/bundle_text/bundle_text.h"
 #include "tokenizer-svc/conversation/conversation.h"
 #include "worker/bundle/bundle.h"
 
 namespace gantry::tokenizer_service {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -37,32 +28,10 @@ absl::StatusOr<ServedModel> LoadServedModel(const std::string& dir) {
   ServedModel m;
   if (Exists(dir + "/bundle.json")) {
     GANTRY_ASSIGN_OR_RETURN(bundle::Bundle b, bundle::LoadAndVerify(dir));
-    const auto& manifest = b.manifest();
-    if (manifest.tokenizer_source == bundle::TokenizerSource::kGguf) {
-      GANTRY_ASSIGN_OR_RETURN(auto gguf, bundle::OpenGguf(b.WeightsPath()));
-      GANTRY_ASSIGN_OR_RETURN(m.tokenizer, tokenizer::Tokenizer::FromGguf(*gguf));
-    } else {
-      GANTRY_ASSIGN_OR_RETURN(std::string tj, ReadFile(b.TokenizerPath()));
-      std::string config;
-      if (manifest.tokenizer_config) {
-        GANTRY_ASSIGN_OR_RETURN(config, ReadFile(b.PathOf(*manifest.tokenizer_config)));
-      }
-      GANTRY_ASSIGN_OR_RETURN(m.tokenizer, tokenizer::Tokenizer::FromJson(tj, config));
-    }
-    GANTRY_ASSIGN_OR_RETURN(std::string source, ReadFile(b.ChatTemplatePath()));
-    json::Value specials = json::Value::EmptyObject();
-    if (manifest.tokenizer_config) {
-      GANTRY_ASSIGN_OR_RETURN(std::string config_text, ReadFile(b.PathOf(*manifest.tokenizer_config)));
-      auto config = json::Parse(config_text);
-      if (!config.ok()) return config.status();
-      for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
-        const json::Value* v = config->Find(key);
-        if (v && v->is_string()) specials.Set(key, *v);
-        if (v && v->is_object() && v->Find("content")) specials.Set(key, *v->Find("content"));
-      }
-    }
-    GANTRY_ASSIGN_OR_RETURN(jinja::ChatTemplate t, jinja::ChatTemplate::FromSource(source, specials));
-    m.chat_template = std::make_unique<jinja::ChatTemplate>(std::move(t));
+    GANTRY_ASSIGN_OR_RETURN(auto gguf, bundle::OpenGguf(b.WeightsPath()));
+    GANTRY_ASSIGN_OR_RETURN(bundle_text::BundleText text, bundle_text::LoadBundleText(b, *gguf));
+    m.tokenizer = std::move(text.tokenizer);
+    m.chat_template = std::move(text.chat_template);
     return m;
   }
   GANTRY_ASSIGN_OR_RETURN(m.tokenizer, tokenizer::Tokenizer::Load(dir));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 #include "worker/gguf/gguf.h"
@@ -34,14 +35,6 @@ constexpr char kUsage[] =
 int Usage(const std::string& message) {
   std::fprintf(stderr, "gantry generate: %s\n", message.c_str());
   return 2;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
@@ -92,7 +85,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (!prompt_ids.empty()) {
     std::string text = prompt_ids;
     if (text[0] == '@') {
-      auto contents = ReadFile(text.substr(1));
+      auto contents = ReadFileToString(text.substr(1));
       if (!contents.ok()) return Usage(std::string(contents.status().message()));
       text = *contents;
     }
@@ -100,7 +93,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     if (!ids.ok()) return Usage(std::string(ids.status().message()));
     prompt = *ids;
   } else {
-    auto text = ReadFile(prompt_file);
+    auto text = ReadFileToString(prompt_file);
     if (!text.ok()) return Usage(std::string(text.status().message()));
     auto tokenizer = tokenizer::Tokenizer::Load(model_path);
     if (!tokenizer.ok()) {
