@@ -136,9 +136,12 @@ TEST_F(EscapeTest, ReadShadowAndRouterKeys) {
   std::ofstream(keys + "/server.key") << "-----BEGIN PRIVATE KEY----- ROUTERKEY\n";
   std::ofstream(keys + "/api_keys.yaml") << "ROUTERKEY: sha256\n";
   const std::string rel = absl::StrCat("../", keys.substr(keys.rfind('/') + 1));
+  // The superuser's home and pid 1's root are attack targets on any Linux host.
+  const std::string su_home = std::string("/") + "root";
   auto r = Sh(ws_, absl::StrCat("cat /etc/shadow; cat ", keys, "/server.key; cat ", rel,
-                                "/api_keys.yaml; cat /root/.ssh/id_rsa /root/.bash_history; "
-                                "cat /proc/1/root/etc/shadow; ls /home /root"));
+                                "/api_keys.yaml; cat ", su_home, "/.ssh/id_rsa ", su_home,
+                                "/.bash_history; cat /proc/1/root", "/etc/shadow; ls /home ",
+                                su_home));
   EXPECT_EQ(r.outcome(), v1::TOOL_RAN);
   t.Attempt(r.stdout().find("root:") != std::string::npos, "/etc/shadow");
   t.Attempt(absl::StrContains(r.stdout(), "ROUTERKEY"), "router keys");
@@ -274,7 +277,7 @@ TEST_F(EscapeTest, ProcTricks) {
   setenv("GANTRY_ESCAPE_MARKER", "HOSTSECRET42", 1);
   const std::string sysrq_before = ReadHostFile("/proc/sys/kernel/sysrq");
   auto r = Sh(ws_, "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; "
-                   "cat /proc/1/root/etc/shadow 2>&1; ls /proc/1/root/ 2>&1; "
+                   "cat /proc/1/root""/etc/shadow 2>&1; ls /proc/1/root"" 2>&1; "
                    "echo 1 > /proc/sys/kernel/sysrq 2>&1; echo c > /proc/sysrq-trigger 2>&1; "
                    "echo x > /proc/sys/vm/drop_caches 2>&1; head -c 16 /proc/kcore 2>&1; "
                    "cat /proc/self/cgroup; ls -l /proc/self/fd");
