@@ -9,10 +9,7 @@ set -u
 source tests/lib/shtest.sh
 g=cli/gantry
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source tests/lib/stack.sh
 
 # Manifest validation needs no services: precise errors, never a crash.
 mkdir -p "$tmp/bad"
@@ -33,14 +30,7 @@ out=$("$g" task run "$tmp/bad/task.yaml" --key k 2>&1); rc=$?
 [ -n "${GANTRY_TEST_PG_URL:-}" ] || { bad ledger "GANTRY_TEST_PG_URL unset: run through tests/run"; finish; }
 
 # A bundle.
-tok="$tmp/tok"; mkdir -p "$tok"
-xz -dc deploy/demo/qwen3-tokenizer/tokenizer.json.xz >"$tok/tokenizer.json"
-cp deploy/demo/qwen3-tokenizer/tokenizer_config.json "$tok/"
-"$g" bundle make-test-model --tokenizer "$tok" --arch qwen3 --n-layer 1 --n-embd 64 --n-head 4 \
-  --n-head-kv 2 --n-ff 128 --ctx 4096 -o "$tmp/m.gguf" >/dev/null || { bad setup "make-test-model"; finish; }
-"$g" bundle pack --gguf "$tmp/m.gguf" --model gantry-demo --tokenizer-dir "$tok" \
-  --tool-protocol hermes_json --context 4096 --max-output 256 -o "$tmp/bundle" >/dev/null ||
-  { bad setup "bundle pack"; finish; }
+make_test_bundle "$tmp/bundle" 4096 256 || { bad setup "make-test-model / bundle pack"; finish; }
 
 # The workspace the tasks work in (root owns it: the sandbox runs calls as 65534).
 ws="$tmp/ws"; mkdir -p "$ws/src" "$ws/docs" "$ws/secret"

@@ -25,23 +25,13 @@ if [ -z "${GANTRY_TEST_PG_URL:-}" ]; then
 fi
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 client_timeout=${GANTRY_CLIENT_TIMEOUT:-240}
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source tests/lib/stack.sh
 now() { date +%s.%N; }
 secs() { python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$1" "$2"; }
 
 # A bundle whose context fits the clients' prompts (Qwen Code's first is ~60 KB).
 ctx=32768
-tok="$tmp/tok"; mkdir -p "$tok"
-xz -dc deploy/demo/qwen3-tokenizer/tokenizer.json.xz >"$tok/tokenizer.json"
-cp deploy/demo/qwen3-tokenizer/tokenizer_config.json "$tok/"
-"$g" bundle make-test-model --tokenizer "$tok" --arch qwen3 --n-layer 1 --n-embd 64 --n-head 4 \
-  --n-head-kv 2 --n-ff 128 --ctx "$ctx" -o "$tmp/m.gguf" >/dev/null || { bad setup "make-test-model"; finish; }
-"$g" bundle pack --gguf "$tmp/m.gguf" --model gantry-demo --tokenizer-dir "$tok" \
-  --tool-protocol hermes_json --context "$ctx" --max-output 4096 -o "$tmp/bundle" >/dev/null ||
-  { bad setup "bundle pack"; finish; }
+make_test_bundle "$tmp/bundle" "$ctx" 4096 || { bad setup "make-test-model / bundle pack"; finish; }
 
 # One workspace per client, each with the page whose heading only the tool result holds.
 ws_qwen="$tmp/ws-qwen"; ws_opencode="$tmp/ws-opencode"

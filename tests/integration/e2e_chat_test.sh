@@ -7,20 +7,10 @@ set -u
 source tests/lib/shtest.sh
 g=cli/gantry
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source tests/lib/stack.sh
 
 # A bundle.
-tok="$tmp/tok"; mkdir -p "$tok"
-xz -dc deploy/demo/qwen3-tokenizer/tokenizer.json.xz >"$tok/tokenizer.json"
-cp deploy/demo/qwen3-tokenizer/tokenizer_config.json "$tok/"
-"$g" bundle make-test-model --tokenizer "$tok" --arch qwen3 --n-layer 1 --n-embd 64 --n-head 4 \
-  --n-head-kv 2 --n-ff 128 --ctx 2048 -o "$tmp/m.gguf" >/dev/null || { bad setup "make-test-model"; finish; }
-"$g" bundle pack --gguf "$tmp/m.gguf" --model gantry-demo --tokenizer-dir "$tok" \
-  --tool-protocol hermes_json --context 2048 --max-output 64 -o "$tmp/bundle" >/dev/null ||
-  { bad setup "bundle pack"; finish; }
+make_test_bundle "$tmp/bundle" 2048 64 || { bad setup "make-test-model / bundle pack"; finish; }
 words=$(printf ' word%.0s' $(seq 1 120))
 cat >"$tmp/script.yaml" <<YAML
 - match: "long"
