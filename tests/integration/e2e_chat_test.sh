@@ -11,7 +11,8 @@ source tests/lib/stack.sh
 
 # A bundle.
 make_test_bundle "$tmp/bundle" 2048 64 || { bad setup "make-test-model / bundle pack"; finish; }
-words=$(printf ' word%.0s' $(seq 1 120))
+# Long enough that the worker cannot finish before the test kills it (1,500 tokens).
+words=$(printf ' word%.0s' $(seq 1 1500))
 cat >"$tmp/script.yaml" <<YAML
 - match: "long"
   emit: "$words"
@@ -129,7 +130,7 @@ done
   bad rate-limit-429-retry-after "codes:$codes $(cat "$tmp/body")"
 
 # The worker dies mid-stream: exactly one error event, no [DONE], never a silent 200.
-long='{"model": "gantry-demo", "stream": true, "max_tokens": 200, "messages": [{"role": "user", "content": "a long one"}]}'
+long='{"model": "gantry-demo", "stream": true, "max_tokens": 1600, "messages": [{"role": "user", "content": "a long one"}]}'
 curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer gantry-demo-dev" \
   -H 'Content-Type: application/json' -d "$long" >"$tmp/killed" &
 curl_pid=$!
