@@ -1,11 +1,10 @@
 #include "tokenizer-svc/jinja/chat_template.h"
 
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
+#include "common/file.h"
 #include "common/status.h"
 
 namespace gantry::jinja {
@@ -27,15 +26,7 @@ const json::Value* TokenString(const json::Value& v) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::string data;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    data.append(buf, static_cast<size_t>(in.gcount()));
-    if (data.size() > kMaxConfigBytes) return absl::InvalidArgumentError(absl::StrCat(path, " is too large"));
-  }
-  return data;
+  return ReadFileToString(path, kMaxConfigBytes);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/status.h"
 #include "common/utf8.h"
@@ -27,22 +28,7 @@ namespace {
 constexpr size_t kMaxFileBytes = 512u << 20;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::string data;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) {
-    data.append(buffer, n);
-    if (data.size() > kMaxFileBytes) {
-      std::fclose(f);
-      return absl::InvalidArgumentError(absl::StrCat(path, " is larger than ", kMaxFileBytes, " bytes"));
-    }
-  }
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return data;
+  return ReadFileToString(path, kMaxFileBytes);
 }
 
 // The content of a tokenizer_config.json special-token entry: "text" or

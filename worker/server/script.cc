@@ -2,19 +2,16 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/status.h"
 
 namespace gantry::server {
 
 absl::StatusOr<Script> Script::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read script ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto script = FromYaml(ss.str());
+  GANTRY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  auto script = FromYaml(text);
   if (!script.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", script.status().message()));
   }

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "common/status.h"
 #include "worker/gguf/quant.h"
@@ -50,11 +50,8 @@ class Normal {
 };
 
 absl::StatusOr<json::Value> ReadJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto value = json::Parse(ss.str());
+  GANTRY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  auto value = json::Parse(text);
   if (!value.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", value.status().message()));
   }
