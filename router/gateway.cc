@@ -26,6 +26,7 @@
 #include "router/openai/chat_request.h"
 #include "router/openai/chat_response.h"
 #include "tokenizer-svc/conversation/conversation.h"
+#include "tokenizer-svc/conversation/prompt.h"
 #include "tokenizer-svc/jinja/chat_template.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 
@@ -43,19 +44,11 @@ class TemplateTokenizerCounter : public PromptCounter {
       : template_(std::move(chat_template)), tokenizer_(std::move(tokenizer)) {}
 
   absl::StatusOr<uint32_t> Count(const v1::InferenceRequest& request) const override {
-    auto prompt = template_.Render(conversation::TemplateConversation(request));
-    if (!prompt.ok()) {
-      if (ReasonOf(prompt.status()).empty()) {
-        return ReasonError("template_render_failed", prompt.status().message());
-      }
-      return prompt.status();
-    }
-    // The rendered prompt holds the template's control tokens, which must be matched
-    // as such; user text that imitates one is counted the same way here (the worker,
-    // which tokenizes for real, splits user content separately).
-    auto ids = tokenizer_->Encode(*prompt);
-    if (!ids.ok()) return ReasonError("invalid_request", ids.status().message());
-    return static_cast<uint32_t>(ids->size());
+    // The same function the worker runs the prompt with: the count admitted is the
+    // prompt served, client text that imitates a control token included (prompt.h).
+    auto prompt = conversation::BuildPrompt(template_, *tokenizer_, request);
+    if (!prompt.ok()) return prompt.status();
+    return static_cast<uint32_t>(prompt->ids.size());
   }
 
  private:

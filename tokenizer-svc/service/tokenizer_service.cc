@@ -12,6 +12,7 @@
 #include "common/zmq_io.h"
 #include "tokenizer-svc/bundle_text/bundle_text.h"
 #include "tokenizer-svc/conversation/conversation.h"
+#include "tokenizer-svc/conversation/prompt.h"
 #include "worker/bundle/bundle.h"
 
 namespace gantry::tokenizer_service {
@@ -97,12 +98,14 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
       break;
     }
     case v1::TokenizerRequest::kCount: {
-      auto text = render(request.count());
-      if (!text.ok()) return fail(text.status());
-      auto ids = m.tokenizer->Encode(*text);
-      if (!ids.ok()) return fail(ids.status());
-      response.set_count(static_cast<uint32_t>(ids->size()));
-      response.set_ids_sha256(IdsSha256(*ids));
+      if (!m.chat_template) {
+        return fail(ReasonError("template_render_failed", "this model has no chat template"));
+      }
+      if (request.count().messages_size() == 0) return fail(ReasonError("invalid_request", "no messages"));
+      auto prompt = conversation::BuildPrompt(*m.chat_template, *m.tokenizer, request.count());
+      if (!prompt.ok()) return fail(prompt.status());
+      response.set_count(static_cast<uint32_t>(prompt->ids.size()));
+      response.set_ids_sha256(IdsSha256(prompt->ids));
       break;
     }
     default:

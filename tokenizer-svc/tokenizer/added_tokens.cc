@@ -1,5 +1,7 @@
 #include "tokenizer-svc/tokenizer/added_tokens.h"
 
+#include <algorithm>
+
 #include <unicode/uchar.h>
 
 #include "absl/strings/str_cat.h"
@@ -100,25 +102,59 @@ int32_t AddedVocabulary::FindContent(absl::string_view content) const {
   return -1;
 }
 
-int32_t AddedVocabulary::LongestMatch(const Trie& trie, absl::string_view text, size_t pos,
-                                      bool split_special, size_t* end) const {
-  int32_t best = -1;
+bool AddedVocabulary::Overlaps(const Ranges& ranges, size_t begin, size_t end) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                             [](size_t b, const std::pair<size_t, size_t>& r) { return b < r.second; });
+  return it != ranges.end() && it->first < end;
+}
+
+template <typename Visit>
+void AddedVocabulary::Walk(const Trie& trie, absl::string_view text, size_t pos, Visit visit) {
   int32_t node = 0;
   for (size_t i = pos; i < text.size(); ++i) {
     auto it = trie.edges.find((static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(text[i]));
-    if (it == trie.edges.end()) break;
+    if (it == trie.edges.end()) return;
     node = it->second;
-    int32_t index = trie.terminal[node];
-    if (index >= 0 && !(split_special && tokens_[index].special)) {
-      best = index;
-      *end = i + 1;
-    }
+    if (trie.terminal[node] >= 0) visit(trie.terminal[node], i + 1);
   }
+}
+
+int32_t AddedVocabulary::LongestMatch(const Trie& trie, absl::string_view text, size_t pos,
+                                      bool split_special, const Ranges* literal,
+                                      size_t* end) const {
+  int32_t best = -1;
+  Walk(trie, text, pos, [&](int32_t index, size_t match_end) {
+    if (tokens_[index].special &&
+        (split_special || (literal != nullptr && Overlaps(*literal, pos, match_end)))) {
+      return;
+    }
+    best = index;
+    *end = match_end;
+  });
   return best;
 }
 
+void AddedVocabulary::FindSpecial(absl::string_view text, Ranges* out) const {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t best_end = 0;
+    for (const Trie* trie : {&raw_trie_, &normalized_trie_}) {
+      if (!trie->first_byte[static_cast<uint8_t>(text[pos])]) continue;
+      Walk(*trie, text, pos, [&](int32_t index, size_t end) {
+        if (tokens_[index].special && end > best_end) best_end = end;
+      });
+    }
+    if (best_end > 0) {
+      out->emplace_back(pos, best_end);
+      pos = best_end;
+    } else {
+      ++pos;
+    }
+  }
+}
+
 void AddedVocabulary::Split(absl::string_view text, bool normalized_set, bool split_special,
-                            std::vector<Segment>* out) const {
+                            std::vector<Segment>* out, const Ranges* literal) const {
   const Trie& trie = normalized_set ? normalized_trie_ : raw_trie_;
   size_t text_start = 0;  // start of the pending text segment
   size_t pos = 0;
@@ -128,7 +164,7 @@ void AddedVocabulary::Split(absl::string_view text, bool normalized_set, bool sp
       continue;
     }
     size_t end = 0;
-    int32_t index = LongestMatch(trie, text, pos, split_special, &end);
+    int32_t index = LongestMatch(trie, text, pos, split_special, literal, &end);
     if (index < 0) {
       ++pos;
       continue;

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -54,10 +55,21 @@ class AddedVocabulary {
   static absl::StatusOr<AddedVocabulary> FromJson(const json::Value* v, const Normalizer* normalizer,
                                                   int64_t id_limit);
 
+  // Byte ranges [first, second) in which special tokens are not matched (sorted).
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  // Whether [begin, end) overlaps one of the sorted `ranges`.
+  static bool Overlaps(const Ranges& ranges, size_t begin, size_t end);
+
   // Splits `text` into segments with the tokens whose `normalized` flag equals
-  // `normalized_set`. Empty text segments are dropped.
+  // `normalized_set`. Empty text segments are dropped. With `split_special`, special
+  // tokens are text everywhere; a special token whose match overlaps one of
+  // `literal` (may be null) is text there.
   void Split(absl::string_view text, bool normalized_set, bool split_special,
-             std::vector<Segment>* out) const;
+             std::vector<Segment>* out, const Ranges* literal = nullptr) const;
+
+  // Appends to `out` the byte range of each occurrence of a special token's text in
+  // `text` (leftmost-longest, not overlapping; lstrip/rstrip/single_word ignored).
+  void FindSpecial(absl::string_view text, Ranges* out) const;
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   // The token with this id, or nullptr.
@@ -73,9 +85,13 @@ class AddedVocabulary {
     bool first_byte[256] = {};
     void Insert(absl::string_view key, int32_t token_index);
   };
+  // Calls visit(token index, end) for each token of `trie` that `text` spells from
+  // `pos`, shortest first.
+  template <typename Visit>
+  static void Walk(const Trie& trie, absl::string_view text, size_t pos, Visit visit);
   // The longest match starting at `pos`, or -1; `*end` receives its end.
   int32_t LongestMatch(const Trie& trie, absl::string_view text, size_t pos, bool split_special,
-                       size_t* end) const;
+                       const Ranges* literal, size_t* end) const;
 
   std::vector<AddedToken> tokens_;
   absl::flat_hash_map<int32_t, int32_t> by_id_;  // id -> index in tokens_

@@ -171,18 +171,30 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   std::vector<AddedVocabulary::Segment> segments;
-  added_->Split(text, /*normalized_set=*/false, options.split_special, &segments);
+  const AddedVocabulary::Ranges* literal =
+      options.literal_ranges.empty() ? nullptr : &options.literal_ranges;
+  added_->Split(text, /*normalized_set=*/false, options.split_special, &segments, literal);
   for (size_t i = 0; i < segments.size(); ++i) {
     const auto& segment = segments[i];
     if (segment.id >= 0) {
       ids.push_back(segment.id);
-    } else {
-      GANTRY_RETURN_IF_ERROR(EncodeSection(text.substr(segment.begin, segment.end - segment.begin),
-                                           i == 0, options.split_special, &ids));
+      continue;
     }
+    // Offsets do not survive normalization: a section that holds literal text keeps
+    // every special token in it as text (normalized special tokens are rare).
+    bool split = options.split_special ||
+                 (literal != nullptr && AddedVocabulary::Overlaps(*literal, segment.begin, segment.end));
+    GANTRY_RETURN_IF_ERROR(EncodeSection(text.substr(segment.begin, segment.end - segment.begin),
+                                         i == 0, split, &ids));
   }
   if (options.add_special && post_processor_ != nullptr) post_processor_->AddSpecialTokens(&ids);
   return ids;
+}
+
+std::vector<std::pair<size_t, size_t>> Tokenizer::FindSpecialText(absl::string_view text) const {
+  AddedVocabulary::Ranges ranges;
+  added_->FindSpecial(text, &ranges);
+  return ranges;
 }
 
 absl::StatusOr<std::string> Tokenizer::DecodeToBytes(const std::vector<int32_t>& ids,

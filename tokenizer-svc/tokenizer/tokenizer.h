@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -60,6 +61,12 @@ struct EncodeOptions {
   bool add_special = false;
   // Treat special added tokens as plain text (HF split_special_tokens=True).
   bool split_special = false;
+  // Byte ranges [first, second) of the text in which special added tokens are plain
+  // text even without split_special: a special token whose match overlaps one is not
+  // recognised there (the rest of the text is matched as usual). Used for the parts of
+  // a rendered prompt that came from the client (tokenizer-svc/conversation/prompt.h).
+  // Sorted, non-overlapping.
+  std::vector<std::pair<size_t, size_t>> literal_ranges;
 };
 
 class Tokenizer {
@@ -105,6 +112,9 @@ class Tokenizer {
   absl::optional<int32_t> TokenId(absl::string_view text) const;
   // Whether `id` is an added token marked special.
   bool IsSpecial(int32_t id) const;
+  // The byte ranges of special tokens' texts in `text` (leftmost-longest, in order):
+  // where Encode() without split_special would find a control token.
+  std::vector<std::pair<size_t, size_t>> FindSpecialText(absl::string_view text) const;
   // From tokenizer_config.json's bos_token / eos_token when present and known.
   absl::optional<int32_t> bos_id() const { return bos_id_; }
   absl::optional<int32_t> eos_id() const { return eos_id_; }

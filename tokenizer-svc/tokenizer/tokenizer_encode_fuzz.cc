@@ -1,10 +1,11 @@
 // Fuzz target: encoding untrusted text with the tiny tokenizers (the same pipelines as
 // Qwen 3 and Mistral). Input: one selector byte (bit 0: SentencePiece-style instead of
-// byte-level; bit 1: add_special; bit 2: split_special), then the text.
+// byte-level; bit 1: add_special; bit 2: split_special; bit 3: every special token's
+// text a literal range, as for client text in a prompt), then the text.
 // Invariants: valid UTF-8 always encodes and the ids always decode; invalid UTF-8 is
 // an error, not a crash; the byte-level tokenizer with specials as text round-trips to
 // NFC(text); a StreamDecoder never emits invalid UTF-8 and its output concatenates to
-// Decode(ids).
+// Decode(ids); literal ranges over every special token's text make no special id.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -48,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   EncodeOptions options;
   options.add_special = selector & 2;
   options.split_special = selector & 4;
+  if (selector & 8) options.literal_ranges = tokenizer->FindSpecialText(text);
   auto ids = tokenizer->Encode(text, options);
   bool valid = gantry::IsValidUtf8(text);
   if (ids.ok() != valid) std::abort();
@@ -55,6 +57,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto decoded = tokenizer->Decode(*ids);
   if (!decoded.ok() || !gantry::IsValidUtf8(*decoded)) std::abort();
   if (!(selector & 1) && options.split_special && *decoded != Nfc(text)) std::abort();
+  if (selector & 8) {
+    for (const auto& [begin, end] : options.literal_ranges) {
+      if (begin >= end || end > text.size()) std::abort();
+    }
+    for (int32_t id : *ids) {
+      // Post-processor BOS/EOS are the only special ids allowed.
+      if (tokenizer->IsSpecial(id) && !options.add_special) std::abort();
+    }
+  }
   StreamDecoder stream(tokenizer, false);
   std::string streamed;
   for (int32_t id : *ids) {

@@ -7,7 +7,7 @@
 #include "common/error_codes.h"
 #include "common/json.h"
 #include "common/status.h"
-#include "tokenizer-svc/conversation/conversation.h"
+#include "tokenizer-svc/conversation/prompt.h"
 #include "worker/server/sampler.h"
 #include "worker/toolcall/tool_call_stream.h"
 #include "worker/toolcall/tool_protocol.h"
@@ -52,10 +52,6 @@ Engine::Engine(const ServingBundle& bundle, int capacity, int threads)
       pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
       session_(*bundle.model, capacity, SessionOptions(pool_.get())) {}
 
-absl::StatusOr<json::Value> Engine::Conversation(const v1::InferenceRequest& request) const {
-  if (request.messages_size() == 0) return ReasonError("invalid_request", "the request has no messages");
-  return conversation::TemplateConversation(request);
-}
 
 void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& cancel,
                  const Emit& emit) {
@@ -99,23 +95,19 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
   toolcall::ParserOptions parser_options;
   // Templates that write <think>...</think> get reasoning split from text.
   parser_options.reasoning = bundle_.chat_template->source().find("<think>") != std::string::npos;
-  // 2. Render with the bundle's own template.
-  auto conversation = Conversation(request);
-  if (!conversation.ok()) {
-    finish(v1::FINISH_ERROR, conversation.status());
+  // 2-3. Render with the bundle's own template and tokenize: the template's control
+  // tokens are special tokens, the client's text never becomes one (prompt.h).
+  if (request.messages_size() == 0) {
+    finish(v1::FINISH_ERROR, ReasonError("invalid_request", "the request has no messages"));
     return;
   }
-  auto prompt_text = bundle_.chat_template->Render(*conversation);
-  if (!prompt_text.ok()) {
-    finish(v1::FINISH_ERROR, prompt_text.status());
+  auto built = conversation::BuildPrompt(*bundle_.chat_template, *bundle_.tokenizer, request);
+  if (!built.ok()) {
+    finish(v1::FINISH_ERROR, built.status());
     return;
   }
-  // 3. Tokenize (the template's control tokens are special tokens).
-  auto prompt = bundle_.tokenizer->Encode(*prompt_text);
-  if (!prompt.ok()) {
-    finish(v1::FINISH_ERROR, prompt.status());
-    return;
-  }
+  const std::string* prompt_text = &built->text;
+  const std::vector<int32_t>* prompt = &built->ids;
   usage.set_prompt_tokens(static_cast<uint32_t>(prompt->size()));
   {
     // A prompt that ends inside an opened <think> makes the output start in reasoning.

@@ -4,7 +4,8 @@
 //
 // Run() order (docs/protocol.md, "Inference"): tools sent to a bundle without a declared
 // tool protocol fail at once (tool_protocol_undeclared); render the template (a failure
-// is template_render_failed, never a fallback); tokenize with special tokens parsed;
+// is template_render_failed, never a fallback); tokenize with the template's special
+// tokens parsed and the client's text kept as text (tokenizer-svc/conversation/prompt.h);
 // check prompt + max_tokens against the slot's capacity (context_length_exceeded);
 // reuse the KV cache of the longest common token prefix with this slot's previous
 // request of the same principal (never across principals); evaluate; generate until
@@ -61,10 +62,6 @@ class Engine {
   int cached_tokens() const { return session_.n_past(); }
 
  private:
-  // Builds the conversation object the template receives (HF apply_chat_template
-  // kwargs): messages, tools, add_generation_prompt, template kwargs.
-  absl::StatusOr<json::Value> Conversation(const gantry::v1::InferenceRequest& request) const;
-
   const ServingBundle& bundle_;
   std::unique_ptr<kernels::ThreadPool> pool_;  // before session_: the session uses it
   model::Session session_;
