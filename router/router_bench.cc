@@ -1,0 +1,353 @@
+// Benchmark (a program, not a test): what the router adds to a request.
+//
+//   bazel run //router:router_bench -- [--requests 3000] [--seconds 5] [--concurrency 8]
+//
+// Both sides in one run, against the same worker, a TEST DOUBLE (FakeWorkerForTest:
+// the real GNTW/1 codec over a real DEALER socket, answering every REQUEST at once with
+// "Hi" and FINAL), so that what is measured is the router and not a model:
+//   direct  a GNTW/1 client on its own ROUTER socket sends REQUEST and waits for FINAL
+//           (the least any caller of a worker must do);
+//   routed  an HTTP/1.1 keep-alive client POSTs /v1/chat/completions (non-streamed) to
+//           the real gateway: HTTP parsing, authentication, policy, template render and
+//           token count (the Qwen3 tokenizer and template from $GANTRY_REFERENCE_DIR when
+//           set, else the tiny test tokenizer), context check, budget reservation,
+//           admission, the broker, and the OpenAI response body.
+// Latency: one request at a time, p50 / p99; added = routed - direct.
+// Throughput: `--concurrency` clients for `--seconds` each way, requests per second.
+// Every run prints the load average: on a 2-core machine shared with builds, figures
+// are only comparable within one run.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/sha256.h"
+#include "common/zmq_io.h"
+#include "policy/policy_loader.h"
+#include "proto/worker_frames.h"
+#include "router/broker/broker.h"
+#include "router/budget/budget_tracker.h"
+#include "router/fake_worker_for_test.h"
+#include "router/gateway.h"
+#include "router/http/http_server.h"
+#include "router/http/test_http_client.h"
+#include "tokenizer-svc/tokenizer/tiny_tokenizers.h"
+
+namespace gantry::router {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::FakeStep;
+using testing::FakeWorkerForTest;
+using testing::FakeWorkerOptions;
+
+constexpr char kModel[] = "bench-model";
+constexpr char kKey[] = "k-bench";
+constexpr char kPrompt[] = "Say hi.";
+
+double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+std::string Policy() {
+  return absl::StrCat(R"(version: 1
+defaults:
+  budgets: {tokens_per_day: 1000000000000, tokens_per_month: 1000000000000, requests_per_minute: 100000000, concurrent_requests: 100000}
+models:
+  - {name: bench-model, bundles: [bench-bundle]}
+principals:
+  users:
+    - {name: bench, key_sha256: )", Sha256Hex(kKey), R"(, priority: interactive}
+grants:
+  - user: bench
+    models:
+      bench-model:
+        max_tokens: {max: 16, action: clamp}
+)");
+}
+
+FakeWorkerOptions WorkerOptions(const std::string& endpoint, int slots) {
+  FakeWorkerOptions w;
+  w.endpoint = endpoint;
+  w.worker_id = "bench/1/fake";
+  w.model = kModel;
+  w.slots = slots;
+  w.script = {FakeStep::Text("Hi"), FakeStep::Finish(v1::FINISH_STOP)};
+  return w;
+}
+
+// ---- direct: a bare GNTW/1 client -------------------------------------------------
+
+class DirectClient {
+ public:
+  DirectClient() : socket_(context_, zmq::socket_type::router) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind("tcp://127.0.0.1:*");
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Waits for the worker's READY.
+  bool Connect() {
+    while (true) {
+      auto message = Receive(5000);
+      if (!message) return false;
+      if (std::holds_alternative<v1::Ready>(*message)) return true;
+    }
+  }
+
+  void Send(const std::string& request_id) {
+    v1::Request request;
+    v1::InferenceRequest* r = request.mutable_request();
+    r->set_request_id(request_id);
+    r->set_model(kModel);
+    r->set_max_tokens(16);
+    auto* m = r->add_messages();
+    m->set_role("user");
+    m->set_content(kPrompt);
+    std::vector<std::string> frames = wire::EncodeFrames(request);
+    frames.insert(frames.begin(), identity_);
+    (void)SendFrames(socket_, frames);
+  }
+
+  // The request id of the next FINAL, or "" on a timeout.
+  std::string NextFinal() {
+    while (true) {
+      auto message = Receive(5000);
+      if (!message) return "";
+      if (auto* final = std::get_if<v1::Final>(&*message)) return final->request_id();
+    }
+  }
+
+ private:
+  std::optional<wire::WorkerMessage> Receive(int timeout_ms) {
+    while (true) {
+      auto frames = RecvFrames(socket_, timeout_ms, RecvLimits{});
+      if (!frames.ok() || frames->size() < 2) return std::nullopt;
+      identity_ = (*frames)[0];
+      frames->erase(frames->begin());
+      auto message = wire::DecodeFrames(*frames, wire::Direction::kWorkerToRouter);
+      if (message.ok()) return *message;
+    }
+  }
+
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::string identity_;
+};
+
+// ---- routed: the gateway in this process, as gantry-router wires it ----------------
+
+struct Router {
+  std::shared_ptr<const policy::Snapshot> snapshot;
+  std::unique_ptr<broker::Broker> broker;
+  BudgetTracker budgets;
+  std::unique_ptr<Gateway> gateway;
+  std::unique_ptr<http::HttpServer> server;
+};
+
+std::unique_ptr<Router> StartRouter(std::string* counted_with) {
+  auto router = std::make_unique<Router>();
+  auto snapshot = policy::LoadPolicyText(Policy(), "bench-policy.yaml");
+  if (!snapshot.ok()) return nullptr;
+  router->snapshot = *snapshot;
+  broker::BrokerOptions broker_options;
+  broker_options.endpoint = "tcp://127.0.0.1:*";
+  auto broker = broker::Broker::Start(broker_options);
+  if (!broker.ok()) return nullptr;
+  router->broker = std::move(*broker);
+
+  absl::StatusOr<std::shared_ptr<const PromptCounter>> counter;
+  const char* ref = std::getenv("GANTRY_REFERENCE_DIR");
+  if (ref != nullptr) {
+    std::string dir = std::string(ref) + "/tokenizers/qwen3/";
+    auto tokenizer = ReadFileToString(dir + "tokenizer.json", 64u << 20);
+    auto config = ReadFileToString(dir + "tokenizer_config.json", 1u << 20);
+    if (tokenizer.ok() && config.ok()) {
+      counter = MakePromptCounter("", *tokenizer, *config);
+      *counted_with = "qwen3 tokenizer and chat template";
+    }
+  }
+  if (!counter.ok() || *counter == nullptr) {
+    counter = MakePromptCounter(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "<|im_start|>assistant\n",
+        tokenizer::TinyByteLevelTokenizerJson(), "");
+    *counted_with = "tiny test tokenizer (set GANTRY_REFERENCE_DIR for Qwen3's)";
+  }
+  if (!counter.ok()) return nullptr;
+  GatewayOptions options;
+  Router* r = router.get();
+  options.policy = [r] { return r->snapshot; };
+  ModelEntry entry;
+  entry.name = kModel;
+  entry.counter = *counter;
+  entry.context_length = 4096;
+  options.models[kModel] = entry;
+  options.broker = router->broker.get();
+  options.budgets = &router->budgets;
+  router->gateway = std::make_unique<Gateway>(options);
+  http::HttpServerOptions http_options;
+  auto server = http::HttpServer::Start(
+      http_options, [r](http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
+        r->gateway->Handle(std::move(request), std::move(writer));
+      });
+  if (!server.ok()) return nullptr;
+  router->server = std::move(*server);
+  return router;
+}
+
+const std::string& ChatBody() {
+  static const std::string body = absl::StrCat(R"({"model":")", kModel,
+                                               R"(","max_tokens":16,"messages":[{"role":"user","content":")",
+                                               kPrompt, R"("}]})");
+  return body;
+}
+
+bool Post(http::TestHttpClient* client) {
+  static const std::vector<std::pair<std::string, std::string>> headers = {
+      {"Content-Type", "application/json"}, {"Authorization", absl::StrCat("Bearer ", kKey)}};
+  if (!client->SendRequest("POST", "/v1/chat/completions", ChatBody(), headers).ok()) return false;
+  auto response = client->ReadResponse(10000);
+  return response.ok() && response->status == 200;
+}
+
+int Flag(int argc, char** argv, const char* name, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
+  }
+  return fallback;
+}
+
+double LoadAverage() {
+  double load = 0;
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f != nullptr) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  return load;
+}
+
+int Main(int argc, char** argv) {
+  const int requests = std::max(10, Flag(argc, argv, "--requests", 3000));
+  const int seconds = std::max(1, Flag(argc, argv, "--seconds", 5));
+  const int concurrency = std::max(1, Flag(argc, argv, "--concurrency", 8));
+  std::printf("router_bench: %d sequential requests each way, then %d clients for %d s each way; "
+              "load average %.2f\n", requests, concurrency, seconds, LoadAverage());
+
+  // Direct.
+  DirectClient direct;
+  FakeWorkerForTest direct_worker(WorkerOptions(direct.endpoint(), concurrency));
+  if (!direct.Connect()) {
+    std::fprintf(stderr, "router_bench: the worker never sent READY\n");
+    return 1;
+  }
+  std::vector<double> direct_us;
+  for (int i = 0; i < requests; ++i) {
+    std::string id = absl::StrCat("req_direct_", i);
+    auto start = Clock::now();
+    direct.Send(id);
+    if (direct.NextFinal() != id) {
+      std::fprintf(stderr, "router_bench: direct request %d got no FINAL\n", i);
+      return 1;
+    }
+    direct_us.push_back(Micros(Clock::now() - start));
+  }
+  // Direct throughput: `concurrency` requests in flight from one client thread.
+  int64_t direct_done = 0;
+  {
+    int64_t next = 0;
+    for (; next < concurrency; ++next) direct.Send(absl::StrCat("req_t_", next));
+    auto end = Clock::now() + std::chrono::seconds(seconds);
+    while (Clock::now() < end) {
+      if (direct.NextFinal().empty()) break;
+      ++direct_done;
+      direct.Send(absl::StrCat("req_t_", next++));
+    }
+    for (int i = 0; i < concurrency; ++i) direct.NextFinal();
+  }
+
+  // Routed.
+  std::string counted_with;
+  auto router = StartRouter(&counted_with);
+  if (router == nullptr) {
+    std::fprintf(stderr, "router_bench: the router did not start\n");
+    return 1;
+  }
+  FakeWorkerForTest routed_worker(WorkerOptions(router->broker->endpoint(), concurrency));
+  if (!routed_worker.WaitFor([&] { return router->broker->stats().live_workers == 1; }, 5000)) {
+    std::fprintf(stderr, "router_bench: the worker never became LIVE\n");
+    return 1;
+  }
+  std::vector<double> routed_us;
+  {
+    auto client = http::TestHttpClient::Connect(router->server->port());
+    if (!client.ok()) return 1;
+    for (int i = 0; i < requests; ++i) {
+      auto start = Clock::now();
+      if (!Post(&*client)) {
+        std::fprintf(stderr, "router_bench: routed request %d failed\n", i);
+        return 1;
+      }
+      routed_us.push_back(Micros(Clock::now() - start));
+    }
+  }
+  std::atomic<int64_t> routed_done{0}, routed_failed{0};
+  {
+    auto end = Clock::now() + std::chrono::seconds(seconds);
+    std::vector<std::thread> clients;
+    for (int c = 0; c < concurrency; ++c) {
+      clients.emplace_back([&] {
+        auto client = http::TestHttpClient::Connect(router->server->port());
+        if (!client.ok()) {
+          ++routed_failed;
+          return;
+        }
+        while (Clock::now() < end) {
+          if (Post(&*client)) {
+            ++routed_done;
+          } else {
+            ++routed_failed;
+            return;
+          }
+        }
+      });
+    }
+    for (auto& t : clients) t.join();
+  }
+
+  const double d50 = Percentile(direct_us, 0.5), d99 = Percentile(direct_us, 0.99);
+  const double r50 = Percentile(routed_us, 0.5), r99 = Percentile(routed_us, 0.99);
+  std::printf("prompt counted with the %s\n", counted_with.c_str());
+  std::printf("%-8s %10s %10s %14s\n", "path", "p50 us", "p99 us", "requests/s");
+  std::printf("%-8s %10.1f %10.1f %14.0f\n", "direct", d50, d99, double(direct_done) / seconds);
+  std::printf("%-8s %10.1f %10.1f %14.0f\n", "routed", r50, r99, double(routed_done.load()) / seconds);
+  std::printf("added by the router: p50 %.1f us, p99 %.1f us; throughput routed/direct %.2fx "
+              "(%lld routed failures); load average %.2f\n",
+              r50 - d50, r99 - d99, direct_done > 0 ? double(routed_done.load()) / direct_done : 0.0,
+              static_cast<long long>(routed_failed.load()), LoadAverage());
+  return routed_failed.load() == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace gantry::router
+
+int main(int argc, char** argv) { return gantry::router::Main(argc, argv); }
