@@ -192,6 +192,11 @@ void FakeWorkerForTest::Run() {
           a.hanging = true;
           break;
         }
+        if (step.kind == FakeStep::kGate && !gate_open_) {
+          --a.step;  // still waiting here
+          break;
+        }
+        if (step.kind == FakeStep::kGate) continue;
         if (step.kind == FakeStep::kFinish) {
           final_event(a, step.finish, absl::OkStatus());
           finished = true;
@@ -216,6 +221,7 @@ void FakeWorkerForTest::Run() {
       it = finished ? active.erase(it) : std::next(it);
     }
     if (died) break;
+    active_count_ = static_cast<int>(active.size());
     if (NowMs() >= next_heartbeat) {
       next_heartbeat = NowMs() + options_.heartbeat_interval_ms;
       v1::Heartbeat hb;

@@ -24,7 +24,7 @@
 namespace gantry::testing {
 
 struct FakeStep {
-  enum Kind { kText, kReasoning, kToolCall, kSleepMs, kFinish, kDie, kHangUntilCancel };
+  enum Kind { kText, kReasoning, kToolCall, kSleepMs, kFinish, kDie, kHangUntilCancel, kGate };
   Kind kind = kText;
   std::string text;       // kText / kReasoning; tool name for kToolCall
   std::string arguments;  // kToolCall
@@ -40,6 +40,8 @@ struct FakeStep {
   static FakeStep Finish(v1::FinishReason f) { FakeStep s; s.kind = kFinish; s.finish = f; return s; }
   static FakeStep Die() { FakeStep s; s.kind = kDie; return s; }
   static FakeStep Hang() { FakeStep s; s.kind = kHangUntilCancel; return s; }
+  // Waits here until OpenGate() (then every request waiting here goes on).
+  static FakeStep Gate() { FakeStep s; s.kind = kGate; return s; }
 };
 
 struct FakeWorkerOptions {
@@ -64,6 +66,10 @@ class FakeWorkerForTest {
   void SetScript(std::vector<FakeStep> script);
   // Stops all sending (heartbeats included) while true; requests keep their place.
   void StallHeartbeats(bool stall);
+  // Lets every request waiting at a Gate step (and every later one) go on.
+  void OpenGate() { gate_open_ = true; }
+  // Requests accepted and not yet finished (as the last HEARTBEAT would list them).
+  int active_requests() const { return active_count_.load(); }
   // Closes the socket at once, like a crashed process.
   void Kill();
   bool dead() const { return dead_.load(); }
@@ -86,6 +92,8 @@ class FakeWorkerForTest {
   std::atomic<bool> stall_{false};
   std::atomic<bool> kill_{false};
   std::atomic<bool> dead_{false};
+  std::atomic<bool> gate_open_{false};
+  std::atomic<int> active_count_{0};
   mutable std::mutex mu_;
   std::vector<FakeStep> script_;
   int requests_received_ = 0;

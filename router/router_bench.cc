@@ -31,18 +31,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "common/file.h"
 #include "common/sha256.h"
 #include "common/zmq_io.h"
-#include "policy/policy_loader.h"
 #include "proto/worker_frames.h"
-#include "router/broker/broker.h"
-#include "router/budget/budget_tracker.h"
 #include "router/fake_worker_for_test.h"
 #include "router/gateway.h"
-#include "router/http/http_server.h"
+#include "router/in_process_router_for_test.h"
 #include "router/http/test_http_client.h"
-#include "tokenizer-svc/tokenizer/tiny_tokenizers.h"
 
 namespace gantry::router {
 namespace {
@@ -155,63 +150,21 @@ class DirectClient {
 
 // ---- routed: the gateway in this process, as gantry-router wires it ----------------
 
-struct Router {
-  std::shared_ptr<const policy::Snapshot> snapshot;
-  std::unique_ptr<broker::Broker> broker;
-  BudgetTracker budgets;
-  std::unique_ptr<Gateway> gateway;
-  std::unique_ptr<http::HttpServer> server;
-};
-
-std::unique_ptr<Router> StartRouter(std::string* counted_with) {
-  auto router = std::make_unique<Router>();
-  auto snapshot = policy::LoadPolicyText(Policy(), "bench-policy.yaml");
-  if (!snapshot.ok()) return nullptr;
-  router->snapshot = *snapshot;
-  broker::BrokerOptions broker_options;
-  broker_options.endpoint = "tcp://127.0.0.1:*";
-  auto broker = broker::Broker::Start(broker_options);
-  if (!broker.ok()) return nullptr;
-  router->broker = std::move(*broker);
-
+std::unique_ptr<InProcessRouterForTest> StartRouter(std::string* counted_with) {
   absl::StatusOr<std::shared_ptr<const PromptCounter>> counter;
-  const char* ref = std::getenv("GANTRY_REFERENCE_DIR");
-  if (ref != nullptr) {
-    std::string dir = std::string(ref) + "/tokenizers/qwen3/";
-    auto tokenizer = ReadFileToString(dir + "tokenizer.json", 64u << 20);
-    auto config = ReadFileToString(dir + "tokenizer_config.json", 1u << 20);
-    if (tokenizer.ok() && config.ok()) {
-      counter = MakePromptCounter("", *tokenizer, *config);
-      *counted_with = "qwen3 tokenizer and chat template";
-    }
+  if (const char* ref = std::getenv("GANTRY_REFERENCE_DIR")) {
+    counter = LoadPromptCounter(std::string(ref) + "/tokenizers/qwen3");
+    *counted_with = "qwen3 tokenizer and chat template";
   }
-  if (!counter.ok() || *counter == nullptr) {
-    counter = MakePromptCounter(
-        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-        "<|im_start|>assistant\n",
-        tokenizer::TinyByteLevelTokenizerJson(), "");
+  ModelEntry entry = TinyModelEntryForTest(kModel);
+  if (counter.ok() && *counter != nullptr) {
+    entry.counter = *counter;
+  } else {
     *counted_with = "tiny test tokenizer (set GANTRY_REFERENCE_DIR for Qwen3's)";
   }
-  if (!counter.ok()) return nullptr;
-  GatewayOptions options;
-  Router* r = router.get();
-  options.policy = [r] { return r->snapshot; };
-  ModelEntry entry;
-  entry.name = kModel;
-  entry.counter = *counter;
-  entry.context_length = 4096;
-  options.models[kModel] = entry;
-  options.broker = router->broker.get();
-  options.budgets = &router->budgets;
-  router->gateway = std::make_unique<Gateway>(options);
-  http::HttpServerOptions http_options;
-  auto server = http::HttpServer::Start(
-      http_options, [r](http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
-        r->gateway->Handle(std::move(request), std::move(writer));
-      });
-  if (!server.ok()) return nullptr;
-  router->server = std::move(*server);
-  return router;
+  if (entry.counter == nullptr) return nullptr;
+  auto router = InProcessRouterForTest::Start(Policy(), {{kModel, entry}});
+  return router.ok() ? std::move(*router) : nullptr;
 }
 
 const std::string& ChatBody() {
@@ -292,14 +245,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "router_bench: the router did not start\n");
     return 1;
   }
-  FakeWorkerForTest routed_worker(WorkerOptions(router->broker->endpoint(), concurrency));
-  if (!routed_worker.WaitFor([&] { return router->broker->stats().live_workers == 1; }, 5000)) {
+  FakeWorkerForTest routed_worker(WorkerOptions(router->broker()->endpoint(), concurrency));
+  if (!routed_worker.WaitFor([&] { return router->broker()->stats().live_workers == 1; }, 5000)) {
     std::fprintf(stderr, "router_bench: the worker never became LIVE\n");
     return 1;
   }
   std::vector<double> routed_us;
   {
-    auto client = http::TestHttpClient::Connect(router->server->port());
+    auto client = http::TestHttpClient::Connect(router->port());
     if (!client.ok()) return 1;
     for (int i = 0; i < requests; ++i) {
       auto start = Clock::now();
@@ -316,7 +269,7 @@ int Main(int argc, char** argv) {
     std::vector<std::thread> clients;
     for (int c = 0; c < concurrency; ++c) {
       clients.emplace_back([&] {
-        auto client = http::TestHttpClient::Connect(router->server->port());
+        auto client = http::TestHttpClient::Connect(router->port());
         if (!client.ok()) {
           ++routed_failed;
           return;

@@ -1,5 +1,7 @@
 // gantry-router: the gateway process. Parses flags and wires the libraries
 // (docs/router.md); all logic lives in //router:gateway, :broker and :http.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +25,15 @@ int Usage() {
                "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n");
   return 2;
 }
+// Every client connection and every stream needs a descriptor: use the whole hard limit.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 int Die(const char* what, const std::string& why) {
   std::fprintf(stderr, "gantry-router: %s: %s\n", what, why.c_str());
   return 1;
@@ -47,6 +58,7 @@ int main(int argc, char** argv) {
   }
   if (policy_path.empty() || models_path.empty()) return Usage();
   InitLogging("router");
+  RaiseOpenFileLimit();
   auto policy = policy::PolicyReloader::Create(policy_path);
   if (!policy.ok()) return Die("policy", policy.status().ToString());
   (void)(*policy)->StartWatching();

@@ -103,6 +103,8 @@ class Broker::Impl {
   void Dispatch();
   void FailQueuedIfNoWorker(const std::string& model);
   bool HasLiveWorker(const std::string& model) const;
+  // The credit of the model's LIVE workers together.
+  size_t FreeSlots(const std::string& model) const;
   void Deliver(InFlight& flight, v1::StreamEvent event);
   void Terminate(const std::string& request_id, uint64_t seq, StreamSink& sink,
                  v1::FinishReason finish, const absl::Status& status);
@@ -478,6 +480,14 @@ bool Broker::Impl::HasLiveWorker(const std::string& model) const {
   return false;
 }
 
+size_t Broker::Impl::FreeSlots(const std::string& model) const {
+  size_t free = 0;
+  for (const auto& [identity, worker] : workers_) {
+    if (worker.bundle.model() == model && worker.credit > 0) free += static_cast<size_t>(worker.credit);
+  }
+  return free;
+}
+
 void Broker::Impl::FailQueuedIfNoWorker(const std::string& model) {
   if (HasLiveWorker(model)) return;
   auto it = queues_.find(model);
@@ -604,7 +614,9 @@ absl::Status Broker::Impl::Submit(v1::InferenceRequest request, std::shared_ptr<
   auto& classes = queues_[request.model()];
   size_t queued = 0;
   for (const auto& queue : classes) queued += queue.size();
-  if (queued >= options_.max_queue_per_model) {
+  // Requests that free slots will take on the broker thread's next pass are not
+  // waiting; the bound is on those that are.
+  if (queued >= options_.max_queue_per_model + FreeSlots(request.model())) {
     ++stats_.rejected_queue_full;
     return WithRetryAfter(
         ReasonError("queue_full", absl::StrCat("the queue of '", request.model(), "' is full (",

@@ -6,7 +6,8 @@
 //
 // Admission: Submit() decides synchronously: no LIVE worker serves the model ->
 // UNAVAILABLE no_worker (503); the model's queue already holds `max_queue_per_model`
-// requests -> RESOURCE_EXHAUSTED queue_full (429); both carry a retry hint. Otherwise
+// requests beyond what its workers' free slots will take at the next dispatch ->
+// RESOURCE_EXHAUSTED queue_full (429); both carry a retry hint. Otherwise
 // the request waits in the model's FIFO of its priority class; classes are served
 // accessibility first, then interactive, then batch. It is dispatched to the LIVE
 // worker of the model with the most credit (ties: fewest requests in flight).

@@ -141,6 +141,7 @@ class HttpServer::Impl {
   std::condition_variable pool_cv_;
   std::deque<std::function<void()>> tasks_;
   bool pool_stop_ = false;
+  size_t pool_idle_ = 0;  // threads waiting for a task (pool_mu_)
   std::vector<std::thread> pool_;
 };
 
@@ -290,7 +291,10 @@ absl::Status HttpServer::Impl::Start() {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &ev);
   next_id_ = 2;
   size_t threads = options_.handler_threads == 0 ? 1 : options_.handler_threads;
-  for (size_t i = 0; i < threads; ++i) pool_.emplace_back([this] { PoolLoop(); });
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    for (size_t i = 0; i < threads; ++i) pool_.emplace_back([this] { PoolLoop(); });
+  }
   loop_thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -327,7 +331,9 @@ void HttpServer::Impl::PoolLoop() {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(pool_mu_);
+      ++pool_idle_;
       pool_cv_.wait(lock, [&] { return pool_stop_ || !tasks_.empty(); });
+      --pool_idle_;
       if (tasks_.empty()) return;  // stopping and drained
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -479,6 +485,11 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
     tasks_.push_back([this, shared, writer]() mutable {
       handler_(std::move(*shared), std::move(writer));
     });
+    // Every handler busy (streams hold theirs): one more thread, up to the cap; past
+    // it, requests wait in order for a free one.
+    if (pool_idle_ < tasks_.size() && pool_.size() < options_.max_handler_threads) {
+      pool_.emplace_back([this] { PoolLoop(); });
+    }
   }
   pool_cv_.notify_one();
 }

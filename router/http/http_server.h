@@ -1,6 +1,10 @@
 // A small HTTP/1.1 server for the gateway: one epoll event-loop thread owns every
 // socket (non-blocking, keep-alive, pipelining-safe), and a fixed pool of handler
-// threads runs the application's Handler for each complete request.
+// threads runs the application's Handler for each complete request. A handler may
+// block for the whole of a streamed response, so the pool grows by one thread whenever
+// a request finds every thread busy, up to `max_handler_threads` (then requests wait in
+// order); threads are kept until Stop(). A thousand concurrent streams are a thousand
+// mostly sleeping threads (tested in gateway_test.cc).
 //
 // Flow per connection: the loop reads and parses (router/http/http_parser.h); a
 // complete request is handed to the pool with a ResponseWriter; while it is being
@@ -71,8 +75,9 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: an ephemeral port (see HttpServer::port())
   HttpLimits limits;
-  size_t max_connections = 256;
-  size_t handler_threads = 32;
+  size_t max_connections = 4096;
+  size_t handler_threads = 32;       // started at once
+  size_t max_handler_threads = 4096;
   size_t max_output_bytes = 32u << 20;
   int idle_timeout_ms = 120000;
 };

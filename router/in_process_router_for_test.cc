@@ -1,0 +1,57 @@
+#include "router/in_process_router_for_test.h"
+
+#include <utility>
+
+#include "policy/policy_loader.h"
+#include "tokenizer-svc/tokenizer/tiny_tokenizers.h"
+
+namespace gantry::router {
+
+ModelEntry TinyModelEntryForTest(const std::string& name) {
+  ModelEntry entry;
+  entry.name = name;
+  entry.context_length = 4096;
+  auto counter = MakePromptCounter(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "<|im_start|>assistant\n",
+      tokenizer::TinyByteLevelTokenizerJson(), "");
+  if (counter.ok()) entry.counter = *counter;
+  return entry;
+}
+
+absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::Start(
+    const std::string& policy_yaml, std::map<std::string, ModelEntry> models,
+    http::HttpServerOptions http_options) {
+  std::unique_ptr<InProcessRouterForTest> router(new InProcessRouterForTest());
+  auto snapshot = policy::LoadPolicyText(policy_yaml, "test-policy.yaml");
+  if (!snapshot.ok()) return snapshot.status();
+  router->snapshot_ = *snapshot;
+  broker::BrokerOptions broker_options;
+  broker_options.endpoint = "tcp://127.0.0.1:*";
+  auto broker = broker::Broker::Start(broker_options);
+  if (!broker.ok()) return broker.status();
+  router->broker_ = std::move(*broker);
+  GatewayOptions options;
+  InProcessRouterForTest* r = router.get();
+  options.policy = [r] { return r->snapshot_; };
+  options.models = std::move(models);
+  options.broker = router->broker_.get();
+  options.budgets = &router->budgets_;
+  router->gateway_ = std::make_unique<Gateway>(std::move(options));
+  auto server = http::HttpServer::Start(
+      std::move(http_options),
+      [r](http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
+        r->gateway_->Handle(std::move(request), std::move(writer));
+      });
+  if (!server.ok()) return server.status();
+  router->server_ = std::move(*server);
+  return router;
+}
+
+InProcessRouterForTest::~InProcessRouterForTest() {
+  server_.reset();
+  gateway_.reset();
+  broker_.reset();
+}
+
+}  // namespace gantry::router
