@@ -29,6 +29,8 @@ constexpr ErrorReason kReasons[] = {
      "the model produced a tool call that failed validation"},
     {"too_many_tool_calls", C::kInvalidArgument, 422, false,
      "more tool calls than parallel_tool_calls / max_tool_calls allow"},
+    {"unknown_tool_call_id", C::kInvalidArgument, 400, false,
+     "a tool result answers a call id that no earlier assistant tool call in the request has"},
     {"budget_exhausted", C::kResourceExhausted, 429, true,
      "the principal's token budget for the period is spent (Retry-After: until it resets)"},
     // Transient: retry after Retry-After.

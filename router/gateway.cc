@@ -25,6 +25,8 @@
 #include "router/http/error_response.h"
 #include "router/openai/chat_request.h"
 #include "router/openai/chat_response.h"
+#include "router/openai/responses_request.h"
+#include "router/openai/responses_response.h"
 #include "tokenizer-svc/conversation/conversation.h"
 #include "tokenizer-svc/conversation/prompt.h"
 #include "tokenizer-svc/jinja/chat_template.h"
@@ -43,12 +45,16 @@ class TemplateTokenizerCounter : public PromptCounter {
                            std::unique_ptr<tokenizer::Tokenizer> tokenizer)
       : template_(std::move(chat_template)), tokenizer_(std::move(tokenizer)) {}
 
-  absl::StatusOr<uint32_t> Count(const v1::InferenceRequest& request) const override {
+  absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request) const override {
     // The same function the worker runs the prompt with: the count admitted is the
     // prompt served, client text that imitates a control token included (prompt.h).
     auto prompt = conversation::BuildPrompt(template_, *tokenizer_, request);
     if (!prompt.ok()) return prompt.status();
-    return static_cast<uint32_t>(prompt->ids.size());
+    RenderedPrompt out;
+    out.tokens = static_cast<uint32_t>(prompt->ids.size());
+    out.token_ids_sha256 = conversation::TokenIdsSha256(prompt->ids);
+    out.text = std::move(prompt->text);
+    return out;
   }
 
  private:
@@ -230,7 +236,9 @@ void Gateway::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWr
     return false;
   };
   if (path == "/v1/chat/completions") {
-    if (only("POST")) HandleChat(request, *writer, writer);
+    if (only("POST")) HandleChat(Api::kChatCompletions, request, *writer, writer);
+  } else if (path == "/v1/responses") {
+    if (only("POST")) HandleChat(Api::kResponses, request, *writer, writer);
   } else if (path == "/v1/models") {
     if (only("GET")) HandleModels(request, *writer);
   } else if (path == "/healthz") {
@@ -341,6 +349,44 @@ std::string Canonical(const Value& v) {
   return json::Dump(v, options);
 }
 
+// "QwenCode/0.24.4 (linux; x64)" -> {name: QwenCode, version: 0.24.4}: the first
+// product token of the User-Agent (RFC 9110 section 10.1.5).
+Value ClientOf(absl::string_view user_agent) {
+  absl::string_view product = user_agent.substr(0, user_agent.find(' '));
+  size_t slash = product.find('/');
+  Value client = Value::EmptyObject();
+  client.Set("name", Value::String(std::string(product.substr(0, slash))));
+  client.Set("version", Value::String(slash == absl::string_view::npos
+                                          ? std::string()
+                                          : std::string(product.substr(slash + 1))));
+  return client;
+}
+
+// The request half of a request.evidence record (docs/tool-protocols.md, "Evidence").
+// The rendered prompt itself is kept only for requests that carry tool results (the
+// turn after a tool call, the one whose rendering matters); its hash always.
+Value EvidenceOf(const v1::InferenceRequest& req, const RenderedPrompt& rendered,
+                 absl::string_view user_agent) {
+  Value evidence = Value::EmptyObject();
+  evidence.Set("user_agent", Value::String(std::string(user_agent)));
+  evidence.Set("client", ClientOf(user_agent));
+  evidence.Set("gen_ai.request.model", Value::String(req.model()));
+  evidence.Set("prompt_tokens", Value::Int(rendered.tokens));
+  evidence.Set("prompt_token_ids_sha256", Value::String(rendered.token_ids_sha256));
+  evidence.Set("rendered_prompt_sha256", Value::String(Sha256Hex(rendered.text)));
+  Value tools = Value::EmptyArray();
+  for (const auto& tool : req.tools()) tools.Append(Value::String(tool.name()));
+  evidence.Set("tools", std::move(tools));
+  evidence.Set("max_output_tokens", Value::Int(req.max_tokens()));
+  Value results = Value::EmptyArray();
+  for (const auto& m : req.messages()) {
+    if (m.role() == "tool") results.Append(Value::String(m.tool_call_id()));
+  }
+  if (!results.items().empty()) evidence.Set("rendered_prompt", Value::String(rendered.text));
+  evidence.Set("tool_results", std::move(results));
+  return evidence;
+}
+
 }  // namespace
 
 void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
@@ -354,8 +400,10 @@ void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWrite
       200, openai::ModelListJson(names, options_.clock->UnixMicros() / 1000000)));
 }
 
-void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWriter& writer,
+void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
+                         http::ResponseWriter& writer,
                          const std::shared_ptr<http::ResponseWriter>& shared_writer) {
+  const int64_t received_us = options_.clock->UnixMicros();
   // 1. Authenticate.
   std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
   auto principal = Authenticate(*snapshot, http_request.Header("authorization"));
@@ -363,7 +411,18 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
   const std::string principal_name = (*principal)->name;
 
   // 2. Parse.
-  auto parsed = openai::ParseChatCompletionRequest(http_request.body);
+  // Both APIs map onto the same internal request; Responses keeps what its response
+  // object echoes.
+  json::Value echo = json::Value::EmptyObject();
+  absl::StatusOr<openai::ChatCompletionRequest> parsed;
+  if (api == Api::kResponses) {
+    auto responses = openai::ParseResponsesRequest(http_request.body);
+    if (!responses.ok()) return Fail(writer, responses.status());
+    echo = std::move(responses->echo);
+    parsed = std::move(responses->chat);
+  } else {
+    parsed = openai::ParseChatCompletionRequest(http_request.body);
+  }
   if (!parsed.ok()) return Fail(writer, parsed.status());
   v1::InferenceRequest& req = parsed->request;
   const std::string request_id = NewId("req");
@@ -395,6 +454,7 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
                                      {"x-gantry-request-id", request_id}};
   Value admission = Value::EmptyObject();
   admission.Set("principal", Value::String(principal_name));
+  admission.Set("api", Value::String(api == Api::kResponses ? "responses" : "chat.completions"));
   admission.Set("gen_ai.request.model", Value::String(req.model()));
   admission.Set("verdict", Value::String(policy::VerdictName(decision.verdict)));
   admission.Set("rule_id", Value::String(decision.rule_id));
@@ -468,20 +528,21 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
                      "without tools, or use a model whose bundle declares one")));
   }
   // 6. Render + count.
-  auto prompt_tokens = model->second.counter->Count(req);
-  if (!prompt_tokens.ok()) return reject(prompt_tokens.status());
+  auto rendered = model->second.counter->Render(req);
+  if (!rendered.ok()) return reject(rendered.status());
+  const uint32_t prompt_count = rendered->tokens;
   // 7. Context.
   if (!parsed->has_max_tokens) {
-    uint32_t room = context_length > *prompt_tokens ? context_length - *prompt_tokens : 0;
+    uint32_t room = context_length > prompt_count ? context_length - prompt_count : 0;
     uint32_t reserve = std::min(default_max_tokens, room);
     if (policy_max_tokens) reserve = std::min(reserve, *policy_max_tokens);
     req.set_max_tokens(reserve);
   }
-  if (*prompt_tokens >= context_length ||
-      uint64_t{*prompt_tokens} + req.max_tokens() > context_length) {
+  if (prompt_count >= context_length ||
+      uint64_t{prompt_count} + req.max_tokens() > context_length) {
     return reject(ReasonError(
         "context_length_exceeded",
-        absl::StrCat("the prompt has ", *prompt_tokens, " tokens and ", req.max_tokens(),
+        absl::StrCat("the prompt has ", prompt_count, " tokens and ", req.max_tokens(),
                      " are reserved for output; the model's context is ", context_length,
                      " tokens")));
   }
@@ -489,7 +550,7 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
   std::unique_ptr<BudgetSettlement> settlement;
   if (options_.budgets) {
     auto reservation = options_.budgets->Admit(decision.principal, decision.budgets,
-                                               int64_t{*prompt_tokens} + req.max_tokens());
+                                               int64_t{prompt_count} + req.max_tokens());
     if (!reservation.ok()) return reject(reservation.status());
     if (reservation->warning_percent > 0) {
       Value warning = Value::EmptyObject();
@@ -500,11 +561,15 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
     }
     settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
   }
-  req.set_router_prompt_tokens(*prompt_tokens);
-  admission.Set("gen_ai.usage.input_tokens", Value::Int(*prompt_tokens));
+  req.set_router_prompt_tokens(prompt_count);
+  admission.Set("gen_ai.usage.input_tokens", Value::Int(prompt_count));
   admission.Set("gen_ai.request.max_tokens", Value::Int(req.max_tokens()));
   admission.Set("priority", Value::String(policy::PriorityName(decision.priority)));
 
+  // What the evidence record needs from the request, before it moves to the broker.
+  Value evidence = EvidenceOf(req, *rendered, http_request.Header("user-agent"));
+  evidence.Set("api", admission.Find("api") ? *admission.Find("api") : Value());
+  evidence.Set("received_unix_us", Value::Int(received_us));
   // 8. Admission and dispatch.
   auto queue = std::make_shared<EventQueue>();
   const bool stream = parsed->stream;
@@ -531,7 +596,43 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
   openai::ChatStreamRenderer renderer(meta, include_usage);
   openai::ChatCompletionAccumulator accumulator(meta);
   // The outcome goes to the ledger before the client sees the end of the response.
+  int64_t first_output_us = -1, first_tool_call_us = -1;
+  Value issued_calls = Value::EmptyArray();
+  auto observe = [&](const v1::StreamEvent& event) {
+    const int64_t since = options_.clock->UnixMicros() - received_us;
+    if (event.has_text() || event.has_reasoning() || event.has_tool_call()) {
+      if (first_output_us < 0) first_output_us = since;
+    }
+    if (event.has_tool_call()) {
+      if (first_tool_call_us < 0) first_tool_call_us = since;
+      Value call = Value::EmptyObject();
+      call.Set("id", Value::String(event.tool_call().call().id()));
+      call.Set("name", Value::String(event.tool_call().call().name()));
+      issued_calls.Append(std::move(call));
+    }
+  };
   auto record_outcome = [&](const v1::Terminal& terminal) {
+    {
+      const int64_t since = options_.clock->UnixMicros() - received_us;
+      auto ms = [](int64_t us) { return us < 0 ? Value() : Value::Double(us / 1000.0); };
+      Value timings = Value::EmptyObject();
+      timings.Set("first_output_ms", ms(first_output_us));
+      timings.Set("tool_call_complete_ms", ms(first_tool_call_us));
+      timings.Set("finished_ms", ms(since));
+      timings.Set("worker_first_token_ms", ms(terminal.timings().first_token_us()));
+      timings.Set("worker_prefill_ms", ms(terminal.timings().prefill_us()));
+      timings.Set("worker_decode_ms", ms(terminal.timings().decode_us()));
+      evidence.Set("timings", std::move(timings));
+      evidence.Set("tool_calls", issued_calls);
+      evidence.Set("worker_prompt_tokens", Value::Int(terminal.usage().prompt_tokens()));
+      evidence.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256().empty()
+                                                      ? bundle_sha
+                                                      : terminal.bundle().identity_sha256()));
+      absl::Status status = openai::TerminalStatus(terminal);
+      evidence.Set("outcome", Value::String(status.ok() ? openai::FinishReasonName(terminal.finish_reason())
+                                                        : http::ErrorCodeOf(status)));
+      RecordEvent(request_id, "request.evidence", Canonical(evidence));
+    }
     if (settlement) {
       settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
     }
@@ -552,9 +653,13 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
       RecordEvent(request_id, "request.failed", Canonical(finished));
     }
   };
+  const bool responses_api = api == Api::kResponses;
+  openai::ResponsesRenderer responses(openai::ResponseIdFor(request_id), model_name,
+                                      meta.created, std::move(echo));
   bool started = false;
   while (true) {
     v1::StreamEvent event = queue->Next();
+    observe(event);
     if (stream) {
       if (!started) {
         if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
@@ -568,22 +673,29 @@ void Gateway::HandleChat(const http::HttpRequest& http_request, http::ResponseWr
         writer.StartChunked(200, headers);
         ++responses_2xx_;
         started = true;
+        if (responses_api) writer.WriteChunk(responses.Start());
       }
       if (event.has_terminal()) record_outcome(event.terminal());
-      writer.WriteChunk(renderer.OnEvent(event));
+      writer.WriteChunk(responses_api ? responses.OnEvent(event) : renderer.OnEvent(event));
       if (event.has_terminal()) {
         writer.EndChunked();
         break;
       }
     } else {
-      accumulator.Add(event);
-      if (accumulator.finished()) {
+      if (responses_api) {
+        responses.OnEvent(event);
+      } else {
+        accumulator.Add(event);
+      }
+      if (event.has_terminal()) {
         record_outcome(event.terminal());
-        if (!accumulator.error().ok()) {
-          Fail(writer, accumulator.error(), policy_headers);
+        const absl::Status& error = responses_api ? responses.error() : accumulator.error();
+        if (!error.ok()) {
+          Fail(writer, error, policy_headers);
         } else {
           ++responses_2xx_;
-          writer.Send(JsonResponse(200, accumulator.ToJson(), policy_headers));
+          writer.Send(JsonResponse(
+              200, responses_api ? responses.ResponseJson() : accumulator.ToJson(), policy_headers));
         }
         break;
       }

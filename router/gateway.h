@@ -1,9 +1,11 @@
 // The gateway's enforcement pipeline: the one path every OpenAI HTTP request takes.
 //
-//   POST /v1/chat/completions
+//   POST /v1/chat/completions and POST /v1/responses (the same pipeline; only the body
+//   mapping and the rendering of the result differ)
 //     authenticate   Bearer key -> principal (SHA-256 of the key looked up in the
 //                    policy snapshot, then compared in constant time)   401 unauthenticated
-//     parse          OpenAI body -> InferenceRequest (openai/chat_request.h)
+//     parse          OpenAI body -> InferenceRequest (openai/chat_request.h,
+//                    openai/responses_request.h)
 //                                                         400 invalid_json / invalid_request
 //     policy         Decide(); deny -> 403 policy_denied naming the rule; clamp -> the
 //                    clamped values are used and the response carries
@@ -23,7 +25,10 @@
 // when there is one, else from the model catalog (--models) until bundles exist.
 // Ledger events (when a recorder is configured): admission.decided (every decision,
 // allowed or not, once the principal is known), dispatch.sent (the request was handed
-// to the broker), request.finished / request.failed.
+// to the broker), request.evidence (what the request was and how it went: client,
+// bundle, prompt token count and hash, advertised tools, output cap, tool calls issued
+// and answered, timings; docs/tool-protocols.md, "Evidence"), request.finished /
+// request.failed.
 //
 // Thread-safety: Handle() runs on many HTTP pool threads at once; a Gateway is
 // immutable after construction apart from its atomic counters.
@@ -56,14 +61,23 @@ class LedgerWriter;
 
 namespace gantry::router {
 
+// A request rendered with a model's chat template and tokenized with its tokenizer.
+struct RenderedPrompt {
+  uint32_t tokens = 0;
+  // SHA-256 (hex) of the token ids, each as 4 bytes little-endian, in order.
+  std::string token_ids_sha256;
+  // The rendered prompt text (what the tokenizer encoded).
+  std::string text;
+};
+
 // Renders a request with a model's chat template and counts its tokens.
-// Thread-safety: Count() is called from many threads at once.
+// Thread-safety: Render() is called from many threads at once.
 class PromptCounter {
  public:
   virtual ~PromptCounter() = default;
   // Errors: INVALID_ARGUMENT template_render_failed (the template rejected the
   // messages), invalid_request (text the tokenizer cannot encode).
-  virtual absl::StatusOr<uint32_t> Count(const v1::InferenceRequest& request) const = 0;
+  virtual absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request) const = 0;
 };
 
 // The real counter: tokenizer-svc's ChatTemplate + Tokenizer (tokenizer.json and
@@ -133,7 +147,8 @@ class Gateway {
   std::string MetricsText() const;
 
  private:
-  void HandleChat(const http::HttpRequest& request, http::ResponseWriter& writer,
+  enum class Api { kChatCompletions, kResponses };
+  void HandleChat(Api api, const http::HttpRequest& request, http::ResponseWriter& writer,
                   const std::shared_ptr<http::ResponseWriter>& shared_writer);
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
   void Fail(http::ResponseWriter& writer, const absl::Status& status,

@@ -137,16 +137,29 @@ class GatewayTest : public ::testing::Test {
     broker_.reset();
   }
 
-  http::TestResponse Post(const std::string& body, const std::string& key = "k-dev") {
+  http::TestResponse Post(const std::string& body, const std::string& key = "k-dev",
+                          const std::string& path = "/v1/chat/completions") {
     auto client = TestHttpClient::Connect(server_->port());
     EXPECT_TRUE(client.ok());
     std::vector<std::pair<std::string, std::string>> headers = {
-        {"Content-Type", "application/json"}};
+        {"Content-Type", "application/json"}, {"User-Agent", "TestClient/1.2.3 (linux)"}};
     if (!key.empty()) headers.emplace_back("Authorization", "Bearer " + key);
-    EXPECT_TRUE(client->SendRequest("POST", "/v1/chat/completions", body, headers).ok());
+    EXPECT_TRUE(client->SendRequest("POST", path, body, headers).ok());
     auto response = client->ReadResponse(10000);
     EXPECT_TRUE(response.ok()) << response.status();
     return response.ok() ? *response : http::TestResponse{};
+  }
+
+  http::TestResponse PostResponses(const std::string& body) {
+    return Post(body, "k-dev", "/v1/responses");
+  }
+
+  // The payload of this request's ledger event of `type` ("" when there is none).
+  std::string EventPayload(const http::TestResponse& r, const std::string& type) {
+    for (const auto& e : recorder_.events()) {
+      if (e[0] == r.Header("x-gantry-request-id") && e[1] == type) return e[2];
+    }
+    return "";
   }
 
   static std::string Chat(const std::string& model, const std::string& extra = "",
@@ -187,7 +200,7 @@ TEST_F(GatewayTest, NonStreamedChat) {
     if (e[0] == r.Header("x-gantry-request-id")) types.push_back(e[1]);
   }
   EXPECT_EQ(types, (std::vector<std::string>{"admission.decided", "dispatch.sent",
-                                             "request.finished"}));
+                                             "request.evidence", "request.finished"}));
 }
 
 TEST_F(GatewayTest, StreamedChatWithToolCallAndUsage) {
@@ -214,6 +227,132 @@ TEST_F(GatewayTest, StreamedChatWithToolCallAndUsage) {
   EXPECT_TRUE(saw_call);
   EXPECT_TRUE(saw_usage);
   EXPECT_TRUE(saw_finish);
+}
+
+TEST_F(GatewayTest, ResponsesNonStreamedTakesTheSamePipeline) {
+  http::TestResponse r = PostResponses(
+      R"({"model":"test-model","instructions":"sys","input":"hi","max_output_tokens":5000})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  // The policy clamp of chat completions applies here too (one enforcement path).
+  EXPECT_EQ(r.Header("x-gantry-policy-rule"), "grants[0].models.test-model.max_tokens");
+  ASSERT_EQ(worker_->requests().size(), 1u);
+  const v1::InferenceRequest sent = worker_->requests()[0];
+  EXPECT_EQ(sent.max_tokens(), 100u);
+  ASSERT_EQ(sent.messages_size(), 2);
+  EXPECT_EQ(sent.messages(0).role(), "system");
+  auto body = json::Parse(r.body);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(body->Find("object")->as_string(), "response");
+  EXPECT_EQ(body->Find("status")->as_string(), "completed");
+  EXPECT_TRUE(absl::StartsWith(body->Find("id")->as_string(), "resp_"));
+  const auto& output = body->Find("output")->items();
+  ASSERT_EQ(output.size(), 2u);
+  EXPECT_EQ(output[0].Find("type")->as_string(), "reasoning");
+  EXPECT_EQ(output[1].Find("content")->items()[0].Find("text")->as_string(), "Hello, world");
+  EXPECT_EQ(body->Find("usage")->Find("output_tokens")->as_int64(), 3);
+  EXPECT_TRUE(absl::StrContains(EventPayload(r, "admission.decided"), R"("api":"responses")"));
+  // Errors are the same OpenAI-style bodies.
+  r = PostResponses(R"({"model":"test-model","input":"x","previous_response_id":"resp_1"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"invalid_request")"));
+  r = PostResponses(R"({"model":"plain-model","input":"x","tools":[{"type":"function","name":"f"}]})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"tool_protocol_undeclared")"));
+  EXPECT_EQ(worker_->requests_received(), 1);
+}
+
+TEST_F(GatewayTest, ResponsesStreamedToolCallAndEvidence) {
+  worker_->SetScript({FakeStep::Text("Let me look."),
+                      FakeStep::ToolCall("read_file", R"({"path":"/workspace/a"})"),
+                      FakeStep::Finish(v1::FINISH_TOOL_CALLS)});
+  http::TestResponse r = PostResponses(
+      R"({"model":"test-model","stream":true,"input":[{"role":"user","content":"read a"}],)"
+      R"("tools":[{"type":"function","name":"read_file","parameters":{"type":"object"}}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "text/event-stream");
+  std::vector<std::string> data = http::SseDataLines(r.body);
+  ASSERT_GE(data.size(), 8u);
+  EXPECT_TRUE(absl::StrContains(data.front(), R"("type":"response.created")"));
+  EXPECT_TRUE(absl::StrContains(data.back(), R"("type":"response.completed")"));
+  EXPECT_TRUE(absl::StrContains(data.back(), R"("usage":{"input_tokens")"));
+  EXPECT_FALSE(absl::StrContains(r.body, "[DONE]"));
+  std::string call_id;
+  for (const auto& line : data) {
+    auto event = json::Parse(line);
+    ASSERT_TRUE(event.ok()) << line;
+    if (event->Find("type")->as_string() == "response.output_item.done" &&
+        event->Find("item")->Find("type")->as_string() == "function_call") {
+      call_id = event->Find("item")->Find("call_id")->as_string();
+      EXPECT_EQ(event->Find("item")->Find("name")->as_string(), "read_file");
+    }
+  }
+  ASSERT_TRUE(absl::StartsWith(call_id, "call_")) << r.body;
+
+  // The second turn: the call and its result under the server's id.
+  worker_->SetScript({FakeStep::Text("It says A."), FakeStep::Finish(v1::FINISH_STOP)});
+  const std::string turn2 = absl::StrCat(
+      R"({"model":"test-model","input":[{"role":"user","content":"read a"},)",
+      R"({"type":"function_call","call_id":")", call_id,
+      R"(","name":"read_file","arguments":"{\"path\": \"/workspace/a\"}"},)",
+      R"({"type":"function_call_output","call_id":")", call_id, R"(","output":"A"}],)",
+      R"("tools":[{"type":"function","name":"read_file","parameters":{"type":"object"}}]})");
+  http::TestResponse r2 = PostResponses(turn2);
+  ASSERT_EQ(r2.status, 200) << r2.body;
+  const v1::InferenceRequest sent = worker_->requests().back();
+  ASSERT_EQ(sent.messages_size(), 3);
+  EXPECT_EQ(sent.messages(1).tool_calls(0).id(), call_id);
+  EXPECT_EQ(sent.messages(2).tool_call_id(), call_id);
+
+  // Evidence of both turns, from real data of each request.
+  auto e1 = json::Parse(EventPayload(r, "request.evidence"));
+  auto e2 = json::Parse(EventPayload(r2, "request.evidence"));
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  EXPECT_EQ(e1->Find("client")->Find("name")->as_string(), "TestClient");
+  EXPECT_EQ(e1->Find("client")->Find("version")->as_string(), "1.2.3");
+  EXPECT_EQ(e1->Find("api")->as_string(), "responses");
+  EXPECT_EQ(e1->Find("tools")->items()[0].as_string(), "read_file");
+  EXPECT_EQ(e1->Find("max_output_tokens")->as_int64(), 100);  // the policy's clamp
+  EXPECT_EQ(e1->Find("tool_calls")->items()[0].Find("id")->as_string(), call_id);
+  EXPECT_EQ(e1->Find("prompt_token_ids_sha256")->as_string().size(), 64u);
+  EXPECT_TRUE(e1->Find("timings")->Find("tool_call_complete_ms")->is_number());
+  EXPECT_EQ(e1->Find("rendered_prompt"), nullptr);  // kept for turns with tool results
+  EXPECT_EQ(e2->Find("tool_results")->items()[0].as_string(), call_id);
+  EXPECT_TRUE(absl::StrContains(e2->Find("rendered_prompt")->as_string(), "<|im_start|>tool\nA\n"));
+  EXPECT_GT(e2->Find("prompt_tokens")->as_int64(), e1->Find("prompt_tokens")->as_int64());
+  EXPECT_NE(e2->Find("prompt_token_ids_sha256")->as_string(),
+            e1->Find("prompt_token_ids_sha256")->as_string());
+  EXPECT_TRUE(e2->Find("timings")->Find("tool_call_complete_ms")->is_null());
+  EXPECT_EQ(e2->Find("outcome")->as_string(), "stop");
+}
+
+TEST_F(GatewayTest, UnknownCallIdOnReplayIsA400InBothApis) {
+  http::TestResponse r = Post(
+      R"({"model":"test-model","messages":[{"role":"user","content":"hi"},)"
+      R"({"role":"tool","tool_call_id":"call_000000000000000000000bad","content":"x"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"unknown_tool_call_id")"));
+  r = PostResponses(
+      R"({"model":"test-model","input":[{"role":"user","content":"hi"},)"
+      R"({"type":"function_call_output","call_id":"call_000000000000000000000bad","output":"x"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"unknown_tool_call_id")"));
+  EXPECT_EQ(worker_->requests_received(), 0);
+}
+
+TEST_F(GatewayTest, ResponsesWorkerDiesMidStreamGivesOneFailedEvent) {
+  worker_->SetScript({FakeStep::Text("partial"), FakeStep::Sleep(50), FakeStep::Die()});
+  http::TestResponse r = PostResponses(R"({"model":"test-model","input":"hi","stream":true})");
+  ASSERT_EQ(r.status, 200);
+  std::vector<std::string> data = http::SseDataLines(r.body);
+  ASSERT_GE(data.size(), 3u);
+  EXPECT_TRUE(absl::StrContains(data.back(), R"("type":"response.failed")"));
+  EXPECT_TRUE(absl::StrContains(data.back(), R"("code":"worker_lost")"));
+  int terminal = 0;
+  for (const auto& d : data) {
+    terminal += absl::StrContains(d, R"("type":"response.failed")") ||
+                absl::StrContains(d, R"("type":"response.completed")");
+  }
+  EXPECT_EQ(terminal, 1);
 }
 
 TEST_F(GatewayTest, Authentication) {

@@ -14,6 +14,8 @@
 #include "router/http/test_http_client.h"
 #include "router/openai/chat_request.h"
 #include "router/openai/chat_response.h"
+#include "router/openai/responses_request.h"
+#include "router/openai/responses_response.h"
 
 namespace gantry::openai {
 namespace {
@@ -149,13 +151,19 @@ TEST(ChatRequest, Fields) {
   EXPECT_FALSE(parsed->stream);
 }
 
-void ExpectInvalid(const std::string& body, const std::string& reason,
-                   const std::string& message_part) {
-  auto parsed = ParseChatCompletionRequest(body);
+template <typename Parse>
+void ExpectInvalidWith(Parse parse, const std::string& body, const std::string& reason,
+                       const std::string& message_part) {
+  auto parsed = parse(body);
   ASSERT_FALSE(parsed.ok()) << body;
   EXPECT_EQ(ReasonOf(parsed.status()), reason) << parsed.status();
   EXPECT_EQ(HttpStatusFor(parsed.status()), 400);
   EXPECT_TRUE(absl::StrContains(parsed.status().message(), message_part)) << parsed.status();
+}
+
+void ExpectInvalid(const std::string& body, const std::string& reason,
+                   const std::string& message_part) {
+  ExpectInvalidWith(ParseChatCompletionRequest, body, reason, message_part);
 }
 
 TEST(ChatRequest, Errors) {
@@ -327,6 +335,272 @@ TEST(ChatResponse, ErrorTerminalIsAnErrorEventWithoutDone) {
   accumulator.Add(text);
   accumulator.Add(end);
   EXPECT_EQ(ReasonOf(accumulator.error()), "worker_lost");
+}
+
+// ---- unknown call ids on replay (both APIs) -----------------------------------------
+
+TEST(ChatRequest, ToolResultForAnUnknownCallIdIsRejected) {
+  // A result whose id no earlier assistant call has (here: the result comes first).
+  auto parsed = ParseChatCompletionRequest(R"({"model": "m", "messages": [
+      {"role": "user", "content": "hi"},
+      {"role": "tool", "tool_call_id": "call_x", "content": "r"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_x", "type": "function",
+        "function": {"name": "f", "arguments": "{}"}}]}]})");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(ReasonOf(parsed.status()), "unknown_tool_call_id");
+  EXPECT_EQ(HttpStatusFor(parsed.status()), 400);
+  EXPECT_TRUE(absl::StrContains(parsed.status().message(), "messages[1].tool_call_id"));
+  // In order it is fine.
+  EXPECT_TRUE(ParseChatCompletionRequest(R"({"model": "m", "messages": [
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_x", "type": "function",
+        "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "call_x", "content": "r"}]})").ok());
+}
+
+// ---- Responses API requests ------------------------------------------------------------
+
+// The same conversation in both APIs maps onto the same internal request: one assistant
+// turn holding reasoning, text and both calls, then each result under its own id.
+TEST(ResponsesRequest, ItemsMapOntoTheChatCompletionsTurn) {
+  auto responses = ParseResponsesRequest(R"({
+    "model": "m", "instructions": "Be brief.", "stream": true, "store": false,
+    "max_output_tokens": 77, "reasoning": {"effort": "minimal", "summary": "auto"},
+    "prompt_cache_key": "k", "include": ["reasoning.encrypted_content"],
+    "tools": [{"type": "function", "name": "read", "description": "Read a file",
+               "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+              {"type": "function", "name": "glob"}],
+    "tool_choice": {"type": "function", "name": "read"}, "parallel_tool_calls": true,
+    "input": [
+      {"role": "user", "content": "Read a"},
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "think"}]},
+      {"type": "message", "role": "assistant", "content": [{"type": "input_text", "text": "Looking."}]},
+      {"type": "function_call", "call_id": "call_a", "name": "read", "arguments": "{\"path\":\"a\"}"},
+      {"type": "function_call", "call_id": "call_b", "name": "glob", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "call_a", "output": "A"},
+      {"type": "function_call_output", "call_id": "call_b",
+       "output": [{"type": "input_text", "text": "B"}]}]})");
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  auto chat = ParseChatCompletionRequest(R"({
+    "model": "m", "stream": true, "max_completion_tokens": 77, "reasoning_effort": "low",
+    "tools": [{"type": "function", "function": {"name": "read", "description": "Read a file",
+               "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}},
+              {"type": "function", "function": {"name": "glob"}}],
+    "tool_choice": {"type": "function", "function": {"name": "read"}}, "parallel_tool_calls": true,
+    "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Read a"},
+      {"role": "assistant", "content": "Looking.", "reasoning_content": "think", "tool_calls": [
+        {"id": "call_a", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}},
+        {"id": "call_b", "type": "function", "function": {"name": "glob", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "call_a", "content": "A"},
+      {"role": "tool", "tool_call_id": "call_b", "content": "B"}]})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(responses->chat.request.DebugString(), chat->request.DebugString());
+  EXPECT_TRUE(responses->chat.stream);
+  EXPECT_TRUE(responses->chat.has_max_tokens);
+  EXPECT_EQ(responses->echo.Find("max_output_tokens")->as_int64(), 77);
+  EXPECT_EQ(responses->echo.Find("instructions")->as_string(), "Be brief.");
+}
+
+TEST(ResponsesRequest, StringInputAndQwenCodeShapes) {
+  auto plain = ParseResponsesRequest(R"({"model": "m", "input": "hello"})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->chat.request.messages_size(), 1);
+  EXPECT_EQ(plain->chat.request.messages(0).role(), "user");
+  EXPECT_EQ(plain->chat.request.messages(0).content(), "hello");
+  EXPECT_FALSE(plain->chat.stream);
+  EXPECT_FALSE(plain->chat.has_max_tokens);
+  // Qwen Code: a developer message, user text parts, an assistant turn of a call alone.
+  auto qwen = ParseResponsesRequest(R"({"model": "m", "input": [
+      {"type": "message", "role": "developer", "content": "sys"},
+      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"},
+                                                      {"type": "input_text", "text": "b"}]},
+      {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "x"}]})");
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  const v1::InferenceRequest& r = qwen->chat.request;
+  ASSERT_EQ(r.messages_size(), 4);
+  EXPECT_EQ(r.messages(0).role(), "system");
+  EXPECT_EQ(r.messages(1).content(), "a\nb");
+  EXPECT_EQ(r.messages(2).role(), "assistant");
+  EXPECT_TRUE(r.messages(2).content_null());
+  EXPECT_EQ(r.messages(2).tool_calls(0).id(), "call_1");
+  EXPECT_EQ(r.messages(3).tool_call_id(), "call_1");
+}
+
+void ExpectResponsesInvalid(const std::string& body, const std::string& reason,
+                            const std::string& message_part) {
+  ExpectInvalidWith(ParseResponsesRequest, body, reason, message_part);
+}
+
+TEST(ResponsesRequest, Errors) {
+  ExpectResponsesInvalid("{", "invalid_json", "");
+  ExpectResponsesInvalid(R"({"model": "m"})", "invalid_request", "input: is required");
+  ExpectResponsesInvalid(R"({"model": "m", "input": []})", "invalid_request", "input: must not be empty");
+  ExpectResponsesInvalid(R"({"model": "m", "input": 4})", "invalid_request", "input: expected");
+  ExpectResponsesInvalid(R"({"model": "m", "input": "x", "previous_response_id": "resp_1"})",
+                         "invalid_request", "previous_response_id");
+  ExpectResponsesInvalid(R"({"model": "m", "input": [{"type": "item_reference", "id": "fc_1"}]})",
+                         "invalid_request", "input[0]: item_reference");
+  ExpectResponsesInvalid(R"({"model": "m", "input": [{"role": "user", "content":
+                             [{"type": "input_image", "image_url": "data:"}]}]})",
+                         "invalid_request", "input[0].content[0].type");
+  ExpectResponsesInvalid(R"({"model": "m", "input": "x", "tools": [{"type": "web_search"}]})",
+                         "invalid_request", "tools[0].type");
+  ExpectResponsesInvalid(R"({"model": "m", "input": "x", "tools": [{"type": "function", "name": "f"}],
+                             "tool_choice": {"type": "function", "name": "g"}})",
+                         "invalid_request", "tool_choice.name");
+  ExpectResponsesInvalid(R"({"model": "m", "input": [{"type": "function_call", "name": "f",
+                             "arguments": "{}"}]})", "invalid_request", "input[0].call_id");
+  ExpectResponsesInvalid(R"({"model": "m", "input": [{"type": "function_call", "call_id": "c",
+                             "name": "f", "arguments": "[1]"}]})", "invalid_request",
+                         "input[0].arguments");
+  ExpectResponsesInvalid(R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema"}}})",
+                         "invalid_request", "text.format");
+  // A result under an id no earlier function_call has.
+  ExpectResponsesInvalid(R"({"model": "m", "instructions": "s", "input": [
+      {"role": "user", "content": "hi"},
+      {"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "call_zzz", "output": "r"}]})",
+                         "unknown_tool_call_id", "input[2].call_id: 'call_zzz'");
+}
+
+// ---- Responses API responses -----------------------------------------------------------
+
+struct SseEvent {
+  std::string name;  // the `event:` line
+  Value data;
+};
+
+std::vector<SseEvent> ParseSse(const std::string& sse) {
+  std::vector<SseEvent> out;
+  std::string name;
+  std::istringstream in(sse);
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, "event: ")) name = line.substr(7);
+    if (absl::StartsWith(line, "data: ")) {
+      auto data = json::Parse(line.substr(6));
+      EXPECT_TRUE(data.ok()) << line;
+      out.push_back({name, data.ok() ? *data : Value()});
+    }
+  }
+  return out;
+}
+
+TEST(ResponsesResponse, StreamedAndNonStreamedAgree) {
+  for (bool with_calls : {false, true}) {
+    Value echo = Value::EmptyObject();
+    echo.Set("max_output_tokens", Value::Int(99));
+    ResponsesRenderer streamed("resp_1", "m", 1700000000, echo);
+    ResponsesRenderer whole("resp_1", "m", 1700000000, echo);
+    std::string sse = streamed.Start();
+    for (const auto& e : SampleEvents(with_calls)) {
+      sse += streamed.OnEvent(e);
+      whole.OnEvent(e);
+    }
+    ASSERT_TRUE(whole.finished());
+    ASSERT_TRUE(whole.error().ok());
+    std::vector<SseEvent> events = ParseSse(sse);
+    std::vector<std::string> types;
+    for (size_t i = 0; i < events.size(); ++i) {
+      EXPECT_EQ(events[i].name, events[i].data.Find("type")->as_string());
+      EXPECT_EQ(events[i].data.Find("sequence_number")->as_int64(), static_cast<int64_t>(i));
+      types.push_back(events[i].name);
+    }
+    std::vector<std::string> expected = {
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.reasoning_text.delta",
+        "response.reasoning_text.done", "response.output_item.done",
+        "response.output_item.added", "response.content_part.added",
+        "response.output_text.delta", "response.output_text.delta",
+        "response.output_text.done", "response.content_part.done", "response.output_item.done"};
+    if (with_calls) {
+      for (int i = 0; i < 2; ++i) {
+        for (const char* t : {"response.output_item.added", "response.function_call_arguments.delta",
+                              "response.function_call_arguments.done", "response.output_item.done"}) {
+          expected.push_back(t);
+        }
+      }
+    }
+    expected.push_back("response.completed");
+    EXPECT_EQ(types, expected);
+    // The items the stream finished equal the non-streamed output, and the final event
+    // carries the whole response object.
+    Value items = Value::EmptyArray();
+    std::string text;
+    for (const auto& e : events) {
+      if (e.name == "response.output_item.done") items.Append(*e.data.Find("item"));
+      if (e.name == "response.output_text.delta") text += e.data.Find("delta")->as_string();
+    }
+    Value response = whole.ResponseJson();
+    EXPECT_EQ(items, *response.Find("output")) << json::DumpCompact(items);
+    EXPECT_EQ(*events.back().data.Find("response"), response);
+    EXPECT_EQ(text, "Hello, world \"quoted\"");
+    EXPECT_EQ(response.Find("status")->as_string(), "completed");
+    EXPECT_EQ(response.Find("max_output_tokens")->as_int64(), 99);
+    EXPECT_EQ(response.Find("usage")->Find("input_tokens")->as_int64(), 11);
+    EXPECT_EQ(response.Find("usage")->Find("output_tokens")->as_int64(), 7);
+    EXPECT_EQ(response.Find("usage")->Find("total_tokens")->as_int64(), 18);
+    EXPECT_EQ(response.Find("usage")->Find("input_tokens_details")->Find("cached_tokens")->as_int64(), 3);
+    const auto& output = response.Find("output")->items();
+    ASSERT_EQ(output.size(), with_calls ? 4u : 2u);
+    EXPECT_EQ(output[0].Find("content")->items()[0].Find("text")->as_string(), "thinking");
+    if (with_calls) {
+      EXPECT_EQ(output[2].Find("type")->as_string(), "function_call");
+      EXPECT_EQ(output[2].Find("call_id")->as_string(), "call_000000000000000000000000");
+      EXPECT_EQ(output[2].Find("name")->as_string(), "read");
+      EXPECT_EQ(output[2].Find("arguments")->as_string(), R"({"path":"a b"})");
+      EXPECT_EQ(output[3].Find("name")->as_string(), "glob");
+      // The first event of a call already names it and its id.
+      for (const auto& e : events) {
+        if (e.name != "response.output_item.added") continue;
+        const Value& item = *e.data.Find("item");
+        if (item.Find("type")->as_string() != "function_call") continue;
+        EXPECT_FALSE(item.Find("call_id")->as_string().empty());
+        EXPECT_FALSE(item.Find("name")->as_string().empty());
+      }
+    }
+  }
+}
+
+TEST(ResponsesResponse, LengthIsIncompleteAndErrorIsOneFailedEvent) {
+  v1::StreamEvent text;
+  text.mutable_text()->set_text("partial");
+  v1::StreamEvent length;
+  length.mutable_terminal()->set_finish_reason(v1::FINISH_LENGTH);
+  ResponsesRenderer capped("resp_2", "m", 1, Value::EmptyObject());
+  std::string sse = capped.Start();  // one call per statement: the order matters
+  sse += capped.OnEvent(text);
+  sse += capped.OnEvent(length);
+  std::vector<SseEvent> events = ParseSse(sse);
+  EXPECT_EQ(events.back().name, "response.incomplete");
+  EXPECT_EQ(capped.ResponseJson().Find("incomplete_details")->Find("reason")->as_string(),
+            "max_output_tokens");
+
+  v1::StreamEvent lost;
+  lost.mutable_terminal()->set_finish_reason(v1::FINISH_ERROR);
+  lost.mutable_terminal()->mutable_status()->set_code("UNAVAILABLE");
+  lost.mutable_terminal()->mutable_status()->set_reason("worker_lost");
+  lost.mutable_terminal()->mutable_status()->set_message("the worker died");
+  ResponsesRenderer failed("resp_3", "m", 1, Value::EmptyObject());
+  sse = failed.Start();
+  sse += failed.OnEvent(text);
+  sse += failed.OnEvent(lost);
+  sse += failed.OnEvent(text);  // nothing after the terminal event
+  events = ParseSse(sse);
+  int terminal_events = 0;
+  for (const auto& e : events) {
+    terminal_events += e.name == "response.failed" || e.name == "response.completed" ||
+                       e.name == "response.incomplete" || e.name == "error";
+  }
+  EXPECT_EQ(terminal_events, 1);
+  ASSERT_EQ(events.back().name, "response.failed");
+  const Value& response = *events.back().data.Find("response");
+  EXPECT_EQ(response.Find("status")->as_string(), "failed");
+  EXPECT_EQ(response.Find("error")->Find("code")->as_string(), "worker_lost");
+  EXPECT_EQ(ReasonOf(failed.error()), "worker_lost");
 }
 
 TEST(ChatResponse, Models) {

@@ -1,0 +1,307 @@
+#include "router/openai/request_fields.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/error_codes.h"
+#include "common/status.h"
+
+namespace gantry::openai {
+namespace {
+
+using json::Value;
+
+const char* TypeName(const Value& v) {
+  switch (v.type()) {
+    case json::Type::kNull: return "null";
+    case json::Type::kBool: return "a boolean";
+    case json::Type::kNumber: return "a number";
+    case json::Type::kString: return "a string";
+    case json::Type::kArray: return "an array";
+    case json::Type::kObject: return "an object";
+  }
+  return "a value";
+}
+
+bool IsValidToolName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ParseBodyObject(absl::string_view body) {
+  auto parsed = json::Parse(body);
+  if (!parsed.ok()) return parsed.status();
+  if (!parsed->is_object()) return ReasonError("invalid_json", "the body must be a JSON object");
+  return std::move(*parsed);
+}
+
+absl::Status ParseModel(const Value& root, v1::InferenceRequest* out) {
+  const Value* model = Field(root, "model");
+  if (model == nullptr) return Invalid("model", "is required");
+  auto model_text = GetString(*model, "model");
+  if (!model_text.ok()) return model_text.status();
+  if (model_text->empty()) return Invalid("model", "must not be empty");
+  out->set_model(*model_text);
+  return absl::OkStatus();
+}
+
+absl::Status Invalid(absl::string_view path, absl::string_view what) {
+  return ReasonError("invalid_request", absl::StrCat(path, ": ", what));
+}
+
+absl::Status WrongType(absl::string_view path, absl::string_view expected, const Value& got) {
+  return Invalid(path, absl::StrCat("expected ", expected, ", got ", TypeName(got)));
+}
+
+const Value* Field(const Value& object, absl::string_view key) {
+  const Value* v = object.Find(key);
+  return (v == nullptr || v->is_null()) ? nullptr : v;
+}
+
+absl::StatusOr<std::string> GetString(const Value& v, absl::string_view path) {
+  if (!v.is_string()) return WrongType(path, "a string", v);
+  return v.as_string();
+}
+
+absl::StatusOr<bool> GetBool(const Value& v, absl::string_view path) {
+  if (!v.is_bool()) return WrongType(path, "a boolean", v);
+  return v.as_bool();
+}
+
+absl::StatusOr<double> GetNumber(const Value& v, absl::string_view path, double lo, double hi) {
+  if (!v.is_number()) return WrongType(path, "a number", v);
+  double d = v.as_double();
+  if (!std::isfinite(d) || d < lo || d > hi) {
+    return Invalid(path, absl::StrCat("must be between ", lo, " and ", hi));
+  }
+  return d;
+}
+
+absl::StatusOr<int64_t> GetInteger(const Value& v, absl::string_view path, int64_t lo,
+                                   int64_t hi) {
+  if (!v.is_number() || !v.is_integer()) return WrongType(path, "an integer", v);
+  auto i = v.as_int64();
+  if (!i.has_value() || *i < lo || *i > hi) {
+    return Invalid(path, absl::StrCat("must be an integer between ", lo, " and ", hi));
+  }
+  return *i;
+}
+
+absl::Status ParseTextContent(const Value* content, const std::string& path,
+                              std::initializer_list<absl::string_view> part_types,
+                              std::string* text, bool* is_null) {
+  *is_null = false;
+  text->clear();
+  if (content == nullptr) {
+    *is_null = true;
+    return absl::OkStatus();
+  }
+  if (content->is_string()) {
+    *text = content->as_string();
+    return absl::OkStatus();
+  }
+  if (!content->is_array()) {
+    return WrongType(path, "a string, an array of text parts, or null", *content);
+  }
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < content->items().size(); ++i) {
+    const Value& part = content->items()[i];
+    std::string part_path = absl::StrCat(path, "[", i, "]");
+    if (!part.is_object()) return WrongType(part_path, "an object", part);
+    const Value* type = Field(part, "type");
+    if (type == nullptr || !type->is_string()) {
+      return Invalid(absl::StrCat(part_path, ".type"), "expected a string");
+    }
+    bool known = false;
+    for (absl::string_view t : part_types) known = known || type->as_string() == t;
+    if (!known) {
+      return Invalid(absl::StrCat(part_path, ".type"),
+                     absl::StrCat("unsupported content part type '", type->as_string(),
+                                  "' (only text is supported: ", absl::StrJoin(part_types, ", "),
+                                  ")"));
+    }
+    const Value* part_text = Field(part, "text");
+    if (part_text == nullptr) return Invalid(absl::StrCat(part_path, ".text"), "is required");
+    auto s = GetString(*part_text, absl::StrCat(part_path, ".text"));
+    if (!s.ok()) return s.status();
+    parts.push_back(*s);
+  }
+  *text = absl::StrJoin(parts, "\n");
+  return absl::OkStatus();
+}
+
+absl::Status ParseToolArguments(const Value* arguments, const std::string& path,
+                                std::string* out) {
+  if (arguments == nullptr) {
+    *out = "{}";
+  } else if (arguments->is_string()) {
+    // Clients re-serialise arguments; what they send must still be a JSON object.
+    auto parsed = json::Parse(arguments->as_string());
+    if (!parsed.ok() || !parsed->is_object()) {
+      return Invalid(path, "must be a JSON object serialized as a string");
+    }
+    *out = arguments->as_string();
+  } else if (arguments->is_object()) {
+    *out = json::DumpCompact(*arguments);
+  } else {
+    return WrongType(path, "a string holding a JSON object", *arguments);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status ParseFunctionTool(const Value& function, const std::string& path,
+                               std::set<std::string>* names, v1::InferenceRequest* out) {
+  v1::ToolDefinition* def = out->add_tools();
+  const Value* name = Field(function, "name");
+  if (name == nullptr) return Invalid(path + ".name", "is required");
+  auto name_text = GetString(*name, path + ".name");
+  if (!name_text.ok()) return name_text.status();
+  if (!IsValidToolName(*name_text)) {
+    return Invalid(path + ".name", "must be 1-64 of a-z, A-Z, 0-9, _ . -");
+  }
+  if (!names->insert(*name_text).second) {
+    return Invalid(path + ".name", absl::StrCat("duplicate tool '", *name_text, "'"));
+  }
+  def->set_name(*name_text);
+  if (const Value* description = Field(function, "description")) {
+    auto s = GetString(*description, path + ".description");
+    if (!s.ok()) return s.status();
+    def->set_description(*s);
+  }
+  if (const Value* parameters = Field(function, "parameters")) {
+    if (!parameters->is_object()) {
+      return WrongType(path + ".parameters", "a JSON Schema object", *parameters);
+    }
+    def->set_parameters_json(json::DumpCompact(*parameters));
+  }
+  if (const Value* strict = Field(function, "strict")) {
+    auto b = GetBool(*strict, path + ".strict");
+    if (!b.ok()) return b.status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseFunctionTools(const Value& tools, bool nested, v1::InferenceRequest* out) {
+  if (!tools.is_array()) return WrongType("tools", "an array", tools);
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools.items().size(); ++i) {
+    const Value& tool = tools.items()[i];
+    std::string path = absl::StrCat("tools[", i, "]");
+    if (!tool.is_object()) return WrongType(path, "an object", tool);
+    const Value* type = Field(tool, "type");
+    if (type == nullptr || !type->is_string() || type->as_string() != "function") {
+      return Invalid(path + ".type", "must be \"function\" (only function tools are supported)");
+    }
+    if (!nested) {
+      GANTRY_RETURN_IF_ERROR(ParseFunctionTool(tool, path, &names, out));
+      continue;
+    }
+    const Value* function = Field(tool, "function");
+    if (function == nullptr || !function->is_object()) {
+      return Invalid(path + ".function", "expected an object");
+    }
+    GANTRY_RETURN_IF_ERROR(ParseFunctionTool(*function, path + ".function", &names, out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseToolChoiceMode(const Value& choice, const Value* named_function,
+                                 absl::string_view path, absl::string_view name_path,
+                                 v1::InferenceRequest* out) {
+  if (choice.is_string()) {
+    const std::string& s = choice.as_string();
+    if (s == "auto") out->set_tool_choice(v1::TOOL_CHOICE_AUTO);
+    else if (s == "none") out->set_tool_choice(v1::TOOL_CHOICE_NONE);
+    else if (s == "required") out->set_tool_choice(v1::TOOL_CHOICE_REQUIRED);
+    else return Invalid(path, "must be none, auto, required or a function object");
+  } else if (choice.is_object()) {
+    if (named_function == nullptr || !named_function->is_string()) {
+      return Invalid(name_path, "expected a string");
+    }
+    out->set_tool_choice(v1::TOOL_CHOICE_NAMED);
+    out->set_tool_choice_name(named_function->as_string());
+  } else {
+    return WrongType(path, "a string or an object", choice);
+  }
+  if (out->tool_choice() == v1::TOOL_CHOICE_REQUIRED || out->tool_choice() == v1::TOOL_CHOICE_NAMED) {
+    if (out->tools_size() == 0) return Invalid(path, "requires tools");
+  }
+  if (out->tool_choice() == v1::TOOL_CHOICE_NAMED) {
+    bool found = false;
+    for (const auto& tool : out->tools()) found = found || tool.name() == out->tool_choice_name();
+    if (!found) {
+      return Invalid(name_path,
+                     absl::StrCat("'", out->tool_choice_name(), "' is not one of the tools"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSampling(const Value& root, v1::InferenceRequest* req) {
+  v1::SamplingParams* sampling = req->mutable_sampling();
+  if (const Value* t = Field(root, "temperature")) {
+    auto d = GetNumber(*t, "temperature", 0, 2);
+    if (!d.ok()) return d.status();
+    sampling->set_temperature(static_cast<float>(*d));
+  }
+  if (const Value* p = Field(root, "top_p")) {
+    auto d = GetNumber(*p, "top_p", 0, 1);
+    if (!d.ok()) return d.status();
+    sampling->set_top_p(static_cast<float>(*d));
+  }
+  if (const Value* k = Field(root, "top_k")) {
+    auto i = GetInteger(*k, "top_k", -1, 1 << 20);
+    if (!i.ok()) return i.status();
+    if (*i > 0) sampling->set_top_k(static_cast<uint32_t>(*i));  // -1 / 0: disabled
+  }
+  if (const Value* p = Field(root, "min_p")) {
+    auto d = GetNumber(*p, "min_p", 0, 1);
+    if (!d.ok()) return d.status();
+    sampling->set_min_p(static_cast<float>(*d));
+  }
+  if (const Value* p = Field(root, "repetition_penalty")) {
+    auto d = GetNumber(*p, "repetition_penalty", 0.01, 10);
+    if (!d.ok()) return d.status();
+    sampling->set_repetition_penalty(static_cast<float>(*d));
+  }
+  if (const Value* seed = Field(root, "seed")) {
+    auto i = GetInteger(*seed, "seed", std::numeric_limits<int64_t>::min(),
+                        std::numeric_limits<int64_t>::max());
+    if (!i.ok()) return i.status();
+    sampling->set_seed(static_cast<uint64_t>(*i));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckToolReplay(const v1::InferenceRequest& request,
+                             const std::function<std::string(int)>& path_of) {
+  std::set<std::string> issued;
+  for (int i = 0; i < request.messages_size(); ++i) {
+    const v1::ChatMessage& m = request.messages(i);
+    for (const auto& call : m.tool_calls()) issued.insert(call.id());
+    if (m.role() == "tool" && issued.count(m.tool_call_id()) == 0) {
+      return ReasonError(
+          "unknown_tool_call_id",
+          absl::StrCat(path_of(i), ": '", m.tool_call_id(),
+                       "' matches no earlier assistant tool call in this request (send the "
+                       "call before its result, under the id the server issued)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gantry::openai

@@ -1,0 +1,90 @@
+// JSON field readers shared by the two OpenAI request mappers (chat_request.h and
+// responses_request.h): typed getters that fail with invalid_request naming the JSON
+// path of the field, text content (a string or an array of text parts), function tool
+// definitions, tool_choice modes, the sampling fields both APIs accept, and the replay
+// check of tool results against earlier tool calls.
+//
+// Errors: INVALID_ARGUMENT with reason invalid_request and the field's JSON path first
+// in the message ("input[2].content[0].type: ..."); CheckToolReplay also
+// unknown_tool_call_id.
+//
+// Thread-safety: pure functions.
+#ifndef GANTRY_ROUTER_OPENAI_REQUEST_FIELDS_H_
+#define GANTRY_ROUTER_OPENAI_REQUEST_FIELDS_H_
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <set>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/json.h"
+#include "gantry/v1/inference.pb.h"
+
+namespace gantry::openai {
+
+// The body as a JSON object. Errors: invalid_json (not JSON, or not an object).
+absl::StatusOr<json::Value> ParseBodyObject(absl::string_view body);
+// The required, non-empty string `model` of the body into out->model.
+absl::Status ParseModel(const json::Value& root, v1::InferenceRequest* out);
+
+// invalid_request "PATH: WHAT".
+absl::Status Invalid(absl::string_view path, absl::string_view what);
+// invalid_request "PATH: expected EXPECTED, got <type of got>".
+absl::Status WrongType(absl::string_view path, absl::string_view expected, const json::Value& got);
+
+// The member `key` of `object` when present and not null; nullptr otherwise.
+const json::Value* Field(const json::Value& object, absl::string_view key);
+
+absl::StatusOr<std::string> GetString(const json::Value& v, absl::string_view path);
+absl::StatusOr<bool> GetBool(const json::Value& v, absl::string_view path);
+// A finite number in [lo, hi].
+absl::StatusOr<double> GetNumber(const json::Value& v, absl::string_view path, double lo, double hi);
+// An integer in [lo, hi].
+absl::StatusOr<int64_t> GetInteger(const json::Value& v, absl::string_view path, int64_t lo,
+                                   int64_t hi);
+
+// `content` as text: a string, or an array of {type, text} parts whose type is one of
+// `part_types` (joined with "\n"). nullptr (absent or null) gives "" and *is_null true.
+// Other part types (images, files) fail: only text is supported.
+absl::Status ParseTextContent(const json::Value* content, const std::string& path,
+                              std::initializer_list<absl::string_view> part_types,
+                              std::string* text, bool* is_null);
+
+// The arguments of a replayed tool call: a string holding a JSON object (kept as sent;
+// clients re-serialise), an object (serialized compactly), or absent ("{}").
+absl::Status ParseToolArguments(const json::Value* arguments, const std::string& path,
+                                std::string* out);
+
+// The `tools` array: function tools only, each {type: "function", function: {name,
+// description, parameters, strict}} (chat completions, `nested`) or {type: "function",
+// name, description, parameters, strict} (Responses). Names must be unique and 1-64 of
+// a-z A-Z 0-9 _ . -; parameters, when given, a JSON Schema object (kept as compact
+// JSON). Appends to out->tools.
+absl::Status ParseFunctionTools(const json::Value& tools, bool nested, v1::InferenceRequest* out);
+
+// tool_choice as "none" / "auto" / "required", or the name of one function
+// (`named_function` at `name_path`, already found by the caller in its API's object
+// shape; nullptr when absent). Checks that required / named come with tools and
+// that the name is one of them. Precondition: out->tools is filled.
+absl::Status ParseToolChoiceMode(const json::Value& choice, const json::Value* named_function,
+                                 absl::string_view path, absl::string_view name_path,
+                                 v1::InferenceRequest* out);
+
+// temperature, top_p, top_k, min_p, repetition_penalty, seed from the body's root.
+absl::Status ParseSampling(const json::Value& root, v1::InferenceRequest* out);
+
+// Every tool result (role "tool") must answer a call id of an EARLIER assistant tool
+// call in the same request: the client replays the whole conversation, so an id that
+// matches none is a client bug or a forged result, never something to render.
+// `path_of(i)` names message i's id field for the error message.
+// Errors: unknown_tool_call_id (400).
+absl::Status CheckToolReplay(const v1::InferenceRequest& request,
+                             const std::function<std::string(int)>& path_of);
+
+}  // namespace gantry::openai
+
+#endif  // GANTRY_ROUTER_OPENAI_REQUEST_FIELDS_H_

@@ -1,0 +1,294 @@
+#include "router/openai/responses_request.h"
+
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/error_codes.h"
+#include "common/status.h"
+#include "router/openai/request_fields.h"
+
+namespace gantry::openai {
+namespace {
+
+using json::Value;
+
+// Text part types the Responses API uses in input messages (input_text for user and,
+// in practice, also assistant turns; output_text for replayed assistant output).
+constexpr std::initializer_list<absl::string_view> kTextParts = {"input_text", "output_text",
+                                                                 "text"};
+
+// Builds the internal messages from the input items. Consecutive assistant output
+// (reasoning, text, function calls) becomes ONE assistant message, the shape chat
+// completions use for a turn; each function_call_output becomes a "tool" message.
+class InputMapper {
+ public:
+  explicit InputMapper(v1::InferenceRequest* out) : out_(out) {}
+
+  absl::Status Item(const Value& item, const std::string& path) {
+    if (!item.is_object()) return WrongType(path, "an object", item);
+    std::string type = "message";  // EasyInputMessage: {role, content} without a type
+    if (const Value* t = Field(item, "type")) {
+      auto s = GetString(*t, path + ".type");
+      if (!s.ok()) return s.status();
+      type = *s;
+    }
+    if (type == "message") return Message(item, path);
+    if (type == "function_call") return FunctionCall(item, path);
+    if (type == "function_call_output") return FunctionCallOutput(item, path);
+    if (type == "reasoning") return Reasoning(item, path);
+    if (type == "item_reference") {
+      return Invalid(path, "item_reference needs stored responses; Gantry stores none (send "
+                           "the whole item, and store: false)");
+    }
+    return Invalid(path + ".type",
+                   absl::StrCat("unsupported input item type '", type,
+                                "' (message, function_call, function_call_output, reasoning)"));
+  }
+
+  // The internal message index -> the input path of its id field (for errors).
+  const std::vector<std::string>& id_paths() const { return id_paths_; }
+
+ private:
+  v1::ChatMessage* Add(const std::string& role, const std::string& id_path) {
+    v1::ChatMessage* m = out_->add_messages();
+    m->set_role(role);
+    id_paths_.push_back(id_path);
+    return m;
+  }
+
+  // The open assistant turn, if the last message is one.
+  v1::ChatMessage* OpenAssistant() {
+    int n = out_->messages_size();
+    if (n == 0 || out_->messages(n - 1).role() != "assistant") return nullptr;
+    return out_->mutable_messages(n - 1);
+  }
+
+  absl::Status Message(const Value& item, const std::string& path) {
+    const Value* role = Field(item, "role");
+    if (role == nullptr) return Invalid(path + ".role", "is required");
+    auto role_text = GetString(*role, path + ".role");
+    if (!role_text.ok()) return role_text.status();
+    std::string r = *role_text == "developer" ? "system" : *role_text;
+    if (r != "system" && r != "user" && r != "assistant") {
+      return Invalid(path + ".role", absl::StrCat("unknown role '", *role_text,
+                                                  "' (system, developer, user, assistant)"));
+    }
+    std::string text;
+    bool is_null = false;
+    GANTRY_RETURN_IF_ERROR(
+        ParseTextContent(Field(item, "content"), path + ".content", kTextParts, &text, &is_null));
+    if (is_null) return Invalid(path + ".content", "is required");
+    if (r == "assistant") {
+      // Text continues a turn that so far holds only reasoning; after text or calls it
+      // starts a new turn (as a second chat-completions assistant message would).
+      v1::ChatMessage* open = OpenAssistant();
+      if (open == nullptr || !open->content_null() || open->tool_calls_size() > 0) {
+        open = Add("assistant", path);
+      }
+      open->set_content(text);
+      open->set_content_null(false);
+      return absl::OkStatus();
+    }
+    v1::ChatMessage* m = Add(r, path);
+    m->set_content(text);
+    return absl::OkStatus();
+  }
+
+  absl::Status Reasoning(const Value& item, const std::string& path) {
+    std::vector<std::string> texts;
+    for (const char* key : {"content", "summary"}) {
+      const Value* parts = Field(item, key);
+      if (parts == nullptr) continue;
+      std::string text;
+      bool is_null = false;
+      GANTRY_RETURN_IF_ERROR(ParseTextContent(parts, absl::StrCat(path, ".", key),
+                                              {"reasoning_text", "summary_text"}, &text,
+                                              &is_null));
+      if (!text.empty()) {
+        texts.push_back(text);
+        break;  // the full reasoning when given, else its summary
+      }
+    }
+    // Reasoning opens an assistant turn (it comes before that turn's text and calls).
+    v1::ChatMessage* m = Add("assistant", path);
+    m->set_content_null(true);
+    m->set_reasoning_content(absl::StrJoin(texts, "\n"));
+    return absl::OkStatus();
+  }
+
+  absl::Status FunctionCall(const Value& item, const std::string& path) {
+    const Value* call_id = Field(item, "call_id");
+    if (call_id == nullptr) return Invalid(path + ".call_id", "is required");
+    auto id = GetString(*call_id, path + ".call_id");
+    if (!id.ok()) return id.status();
+    const Value* name = Field(item, "name");
+    if (name == nullptr) return Invalid(path + ".name", "is required");
+    auto name_text = GetString(*name, path + ".name");
+    if (!name_text.ok()) return name_text.status();
+    v1::ChatMessage* open = OpenAssistant();
+    if (open == nullptr) {
+      open = Add("assistant", path + ".call_id");
+      open->set_content_null(true);
+    }
+    v1::ToolCallRef* ref = open->add_tool_calls();
+    ref->set_id(*id);
+    ref->set_name(*name_text);
+    return ParseToolArguments(Field(item, "arguments"), path + ".arguments",
+                              ref->mutable_arguments_json());
+  }
+
+  absl::Status FunctionCallOutput(const Value& item, const std::string& path) {
+    const Value* call_id = Field(item, "call_id");
+    if (call_id == nullptr) return Invalid(path + ".call_id", "is required");
+    auto id = GetString(*call_id, path + ".call_id");
+    if (!id.ok()) return id.status();
+    std::string text;
+    bool is_null = false;
+    GANTRY_RETURN_IF_ERROR(
+        ParseTextContent(Field(item, "output"), path + ".output", kTextParts, &text, &is_null));
+    v1::ChatMessage* m = Add("tool", path + ".call_id");
+    m->set_tool_call_id(*id);
+    m->set_content(text);
+    return absl::OkStatus();
+  }
+
+  v1::InferenceRequest* out_;
+  std::vector<std::string> id_paths_;
+};
+
+// Responses reasoning.effort -> the internal low / medium / high ("" for none).
+absl::StatusOr<std::string> ReasoningEffort(const Value& reasoning) {
+  if (!reasoning.is_object()) return WrongType("reasoning", "an object", reasoning);
+  const Value* effort = Field(reasoning, "effort");
+  if (effort == nullptr) return std::string();
+  auto s = GetString(*effort, "reasoning.effort");
+  if (!s.ok()) return s.status();
+  if (*s == "none") return std::string();
+  if (*s == "minimal" || *s == "low") return std::string("low");
+  if (*s == "medium") return std::string("medium");
+  if (*s == "high" || *s == "xhigh") return std::string("high");
+  return Invalid("reasoning.effort", "must be none, minimal, low, medium, high or xhigh");
+}
+
+}  // namespace
+
+absl::StatusOr<ResponsesRequest> ParseResponsesRequest(absl::string_view body) {
+  auto parsed = ParseBodyObject(body);
+  if (!parsed.ok()) return parsed.status();
+  const Value& root = *parsed;
+  ResponsesRequest result;
+  result.chat.include_usage = true;
+  v1::InferenceRequest& req = result.chat.request;
+  for (const char* stateful : {"previous_response_id", "conversation"}) {
+    if (Field(root, stateful) != nullptr) {
+      return Invalid(stateful, "Gantry stores no responses; send the whole conversation as input");
+    }
+  }
+  if (const Value* background = Field(root, "background")) {
+    if (!background->is_bool() || background->as_bool()) {
+      return Invalid("background", "background responses are not supported");
+    }
+  }
+
+  GANTRY_RETURN_IF_ERROR(ParseModel(root, &req));
+
+  InputMapper mapper(&req);
+  if (const Value* instructions = Field(root, "instructions")) {
+    auto s = GetString(*instructions, "instructions");
+    if (!s.ok()) return s.status();
+    v1::ChatMessage* system = req.add_messages();
+    system->set_role("system");
+    system->set_content(*s);
+    result.echo.Set("instructions", *instructions);
+  }
+  std::vector<std::string> id_paths(req.messages_size(), "instructions");
+  const Value* input = Field(root, "input");
+  if (input == nullptr) return Invalid("input", "is required");
+  if (input->is_string()) {
+    v1::ChatMessage* user = req.add_messages();
+    user->set_role("user");
+    user->set_content(input->as_string());
+  } else if (input->is_array()) {
+    for (size_t i = 0; i < input->items().size(); ++i) {
+      GANTRY_RETURN_IF_ERROR(mapper.Item(input->items()[i], absl::StrCat("input[", i, "]")));
+    }
+    id_paths.insert(id_paths.end(), mapper.id_paths().begin(), mapper.id_paths().end());
+  } else {
+    return WrongType("input", "a string or an array of items", *input);
+  }
+  if (req.messages_size() == 0) return Invalid("input", "must not be empty");
+
+  if (const Value* tools = Field(root, "tools")) {
+    GANTRY_RETURN_IF_ERROR(ParseFunctionTools(*tools, /*nested=*/false, &req));
+    result.echo.Set("tools", *tools);
+  }
+  if (const Value* choice = Field(root, "tool_choice")) {
+    const Value* name = choice->is_object() ? Field(*choice, "name") : nullptr;
+    if (choice->is_object()) {
+      const Value* type = Field(*choice, "type");
+      if (type == nullptr || !type->is_string() || type->as_string() != "function") {
+        return Invalid("tool_choice.type", "must be \"function\"");
+      }
+    }
+    GANTRY_RETURN_IF_ERROR(
+        ParseToolChoiceMode(*choice, name, "tool_choice", "tool_choice.name", &req));
+    result.echo.Set("tool_choice", *choice);
+  }
+  if (const Value* parallel = Field(root, "parallel_tool_calls")) {
+    auto b = GetBool(*parallel, "parallel_tool_calls");
+    if (!b.ok()) return b.status();
+    req.set_parallel_tool_calls(*b);
+    result.echo.Set("parallel_tool_calls", *parallel);
+  }
+  if (const Value* max_calls = Field(root, "max_tool_calls")) {
+    auto n = GetInteger(*max_calls, "max_tool_calls", 1, 1 << 20);
+    if (!n.ok()) return n.status();
+    req.set_max_tool_calls(static_cast<uint32_t>(*n));
+    result.echo.Set("max_tool_calls", *max_calls);
+  }
+  if (const Value* max = Field(root, "max_output_tokens")) {
+    auto n = GetInteger(*max, "max_output_tokens", 1, std::numeric_limits<uint32_t>::max());
+    if (!n.ok()) return n.status();
+    req.set_max_tokens(static_cast<uint32_t>(*n));
+    result.chat.has_max_tokens = true;
+    result.echo.Set("max_output_tokens", *max);
+  }
+  if (const Value* stream = Field(root, "stream")) {
+    auto b = GetBool(*stream, "stream");
+    if (!b.ok()) return b.status();
+    result.chat.stream = *b;
+  }
+  GANTRY_RETURN_IF_ERROR(ParseSampling(root, &req));
+  for (const char* key : {"temperature", "top_p"}) {
+    if (const Value* v = Field(root, key)) result.echo.Set(key, *v);
+  }
+  if (const Value* reasoning = Field(root, "reasoning")) {
+    auto effort = ReasoningEffort(*reasoning);
+    if (!effort.ok()) return effort.status();
+    req.set_reasoning_effort(*effort);
+    result.echo.Set("reasoning", *reasoning);
+  }
+  if (const Value* text = Field(root, "text")) {
+    if (!text->is_object()) return WrongType("text", "an object", *text);
+    if (const Value* format = Field(*text, "format")) {
+      const Value* type = format->is_object() ? Field(*format, "type") : nullptr;
+      if (type == nullptr || !type->is_string() || type->as_string() != "text") {
+        return Invalid("text.format", "only {\"type\": \"text\"} is supported");
+      }
+    }
+  }
+  if (const Value* metadata = Field(root, "metadata")) {
+    if (!metadata->is_object()) return WrongType("metadata", "an object", *metadata);
+    result.echo.Set("metadata", *metadata);
+  }
+  GANTRY_RETURN_IF_ERROR(CheckToolReplay(req, [&](int i) {
+    return i < static_cast<int>(id_paths.size()) ? id_paths[i] : std::string("input");
+  }));
+  return result;
+}
+
+}  // namespace gantry::openai
