@@ -37,6 +37,9 @@ namespace {
 
 using json::Value;
 
+// The longest silence on a started SSE stream before a keep-alive comment.
+constexpr int kKeepAliveMs = 15000;
+
 // ---- prompt counting ---------------------------------------------------------------
 
 class TemplateTokenizerCounter : public PromptCounter {
@@ -83,11 +86,12 @@ class EventQueue : public broker::StreamSink {
     events_.push_back(event);
     cv_.notify_one();
   }
-  // The next event; waits as long as needed (the broker always ends a request with
-  // a Terminal).
-  v1::StreamEvent Next() {
+  // The next event, or nullopt when `timeout_ms` passes first.
+  std::optional<v1::StreamEvent> Next(int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    while (events_.empty()) cv_.wait_for(lock, std::chrono::seconds(1));
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !events_.empty(); })) {
+      return std::nullopt;
+    }
     v1::StreamEvent e = std::move(events_.front());
     events_.pop_front();
     return e;
@@ -389,6 +393,13 @@ Value EvidenceOf(const v1::InferenceRequest& req, const RenderedPrompt& rendered
 
 }  // namespace
 
+absl::StatusOr<std::string> Gateway::AuthenticateKey(const policy::Snapshot& snapshot,
+                                                     absl::string_view authorization) const {
+  auto principal = Authenticate(snapshot, authorization);
+  if (!principal.ok()) return principal.status();
+  return (*principal)->name;
+}
+
 void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
   std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
   auto principal = Authenticate(*snapshot, request.Header("authorization"));
@@ -400,31 +411,118 @@ void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWrite
       200, openai::ModelListJson(names, options_.clock->UnixMicros() / 1000000)));
 }
 
-void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
-                         http::ResponseWriter& writer,
-                         const std::shared_ptr<http::ResponseWriter>& shared_writer) {
-  const int64_t received_us = options_.clock->UnixMicros();
-  // 1. Authenticate.
-  std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
-  auto principal = Authenticate(*snapshot, http_request.Header("authorization"));
-  if (!principal.ok()) return Fail(writer, principal.status());
-  const std::string principal_name = (*principal)->name;
+// ---- an admitted request ------------------------------------------------------------
 
-  // 2. Parse.
-  // Both APIs map onto the same internal request; Responses keeps what its response
-  // object echoes.
-  json::Value echo = json::Value::EmptyObject();
-  absl::StatusOr<openai::ChatCompletionRequest> parsed;
-  if (api == Api::kResponses) {
-    auto responses = openai::ParseResponsesRequest(http_request.body);
-    if (!responses.ok()) return Fail(writer, responses.status());
-    echo = std::move(responses->echo);
-    parsed = std::move(responses->chat);
-  } else {
-    parsed = openai::ParseChatCompletionRequest(http_request.body);
+struct Gateway::Call::State {
+  Gateway* gateway = nullptr;
+  std::string request_id;
+  std::string model;
+  std::string bundle_sha;
+  http::HeaderList headers;
+  int64_t received_us = 0;
+  int64_t created_unix_s = 0;
+  std::shared_ptr<EventQueue> queue;
+  std::unique_ptr<BudgetSettlement> settlement;
+  Value evidence;
+  int64_t first_output_us = -1;
+  int64_t first_tool_call_us = -1;
+  Value issued_calls = Value::EmptyArray();
+  bool done = false;
+};
+
+Gateway::Call::Call() : s_(std::make_unique<State>()) {}
+
+Gateway::Call::~Call() {
+  if (s_->queue == nullptr || s_->done) return;
+  // The transport went away first: stop the work, and still record how it ended (the
+  // broker always ends an accepted request with a Terminal).
+  Cancel("the client went away");
+  while (!s_->done) Next(1000);
+}
+
+const std::string& Gateway::Call::request_id() const { return s_->request_id; }
+const std::string& Gateway::Call::model() const { return s_->model; }
+const http::HeaderList& Gateway::Call::headers() const { return s_->headers; }
+int64_t Gateway::Call::created_unix_s() const { return s_->created_unix_s; }
+bool Gateway::Call::done() const { return s_->done; }
+
+void Gateway::Call::Cancel(const std::string& reason) {
+  s_->gateway->options_.broker->Cancel(s_->request_id, reason);
+}
+
+std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
+  State& st = *s_;
+  if (st.done) return std::nullopt;
+  std::optional<v1::StreamEvent> event = st.queue->Next(timeout_ms);
+  if (!event) return event;
+  const int64_t since = st.gateway->options_.clock->UnixMicros() - st.received_us;
+  if (event->has_text() || event->has_reasoning() || event->has_tool_call()) {
+    if (st.first_output_us < 0) st.first_output_us = since;
   }
-  if (!parsed.ok()) return Fail(writer, parsed.status());
-  v1::InferenceRequest& req = parsed->request;
+  if (event->has_tool_call()) {
+    if (st.first_tool_call_us < 0) st.first_tool_call_us = since;
+    Value call = Value::EmptyObject();
+    call.Set("id", Value::String(event->tool_call().call().id()));
+    call.Set("name", Value::String(event->tool_call().call().name()));
+    st.issued_calls.Append(std::move(call));
+  }
+  if (event->has_terminal()) {
+    st.gateway->RecordOutcome(st, event->terminal(), since);
+    st.done = true;
+  }
+  return event;
+}
+
+// The outcome goes to the ledger (and the budget is settled) before the client sees
+// the end of the response.
+void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64_t since) {
+  const std::string& request_id = st.request_id;
+  {
+    auto ms = [](int64_t us) { return us < 0 ? Value() : Value::Double(us / 1000.0); };
+    Value timings = Value::EmptyObject();
+    timings.Set("first_output_ms", ms(st.first_output_us));
+    timings.Set("tool_call_complete_ms", ms(st.first_tool_call_us));
+    timings.Set("finished_ms", ms(since));
+    timings.Set("worker_first_token_ms", ms(terminal.timings().first_token_us()));
+    timings.Set("worker_prefill_ms", ms(terminal.timings().prefill_us()));
+    timings.Set("worker_decode_ms", ms(terminal.timings().decode_us()));
+    Value& evidence = st.evidence;
+    evidence.Set("timings", std::move(timings));
+    evidence.Set("tool_calls", st.issued_calls);
+    evidence.Set("worker_prompt_tokens", Value::Int(terminal.usage().prompt_tokens()));
+    evidence.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256().empty()
+                                                    ? st.bundle_sha
+                                                    : terminal.bundle().identity_sha256()));
+    absl::Status status = openai::TerminalStatus(terminal);
+    evidence.Set("outcome", Value::String(status.ok() ? openai::FinishReasonName(terminal.finish_reason())
+                                                      : http::ErrorCodeOf(status)));
+    RecordEvent(request_id, "request.evidence", Canonical(evidence));
+  }
+  if (st.settlement) {
+    st.settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
+  }
+  absl::Status outcome = openai::TerminalStatus(terminal);
+  Value finished = Value::EmptyObject();
+  finished.Set("gen_ai.request.model", Value::String(st.model));
+  finished.Set("gen_ai.usage.input_tokens", Value::Int(terminal.usage().prompt_tokens()));
+  finished.Set("gen_ai.usage.output_tokens", Value::Int(terminal.usage().completion_tokens()));
+  if (!terminal.bundle().identity_sha256().empty()) {
+    finished.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256()));
+  }
+  if (outcome.ok()) {
+    finished.Set("finish_reason", Value::String(openai::FinishReasonName(terminal.finish_reason())));
+    RecordEvent(request_id, "request.finished", Canonical(finished));
+  } else {
+    finished.Set("error_reason", Value::String(http::ErrorCodeOf(outcome)));
+    finished.Set("error_code", Value::String(CodeName(outcome.code())));
+    RecordEvent(request_id, "request.failed", Canonical(finished));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
+    const std::shared_ptr<const policy::Snapshot>& snapshot, const std::string& principal_name,
+    ChatInput input, http::HeaderList* headers) {
+  v1::InferenceRequest& req = input.request;
   const std::string request_id = NewId("req");
   req.set_request_id(request_id);
   req.set_principal(principal_name);
@@ -434,7 +532,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   ask.principal = principal_name;
   ask.model = req.model();
   using P = policy::Param;
-  if (parsed->has_max_tokens) SetParam(&ask.params, P::kMaxTokens, req.max_tokens());
+  if (input.has_max_tokens) SetParam(&ask.params, P::kMaxTokens, req.max_tokens());
   if (req.sampling().has_temperature()) SetParam(&ask.params, P::kTemperature, req.sampling().temperature());
   if (req.sampling().has_top_p()) SetParam(&ask.params, P::kTopP, req.sampling().top_p());
   if (req.sampling().has_top_k()) SetParam(&ask.params, P::kTopK, req.sampling().top_k());
@@ -454,16 +552,17 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
                                      {"x-gantry-request-id", request_id}};
   Value admission = Value::EmptyObject();
   admission.Set("principal", Value::String(principal_name));
-  admission.Set("api", Value::String(api == Api::kResponses ? "responses" : "chat.completions"));
+  admission.Set("api", Value::String(input.api));
   admission.Set("gen_ai.request.model", Value::String(req.model()));
   admission.Set("verdict", Value::String(policy::VerdictName(decision.verdict)));
   admission.Set("rule_id", Value::String(decision.rule_id));
   admission.Set("policy_sha256", Value::String(decision.policy_sha256));
+  *headers = policy_headers;
   auto reject = [&](const absl::Status& status) {
     admission.Set("admitted", Value::Bool(false));
     admission.Set("error_reason", Value::String(http::ErrorCodeOf(status)));
     RecordEvent(request_id, "admission.decided", Canonical(admission));
-    Fail(writer, status, policy_headers);
+    return status;
   };
   if (decision.verdict == policy::Verdict::kDeny) {
     if (decision.reason == "unknown_principal") {
@@ -477,7 +576,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   if (decision.verdict == policy::Verdict::kClamp) {
     const policy::ParamValues& e = decision.effective;
     if (e.Has(P::kMaxTokens)) {
-      if (parsed->has_max_tokens) {
+      if (input.has_max_tokens) {
         req.set_max_tokens(static_cast<uint32_t>(e.Get(P::kMaxTokens)));
       } else {
         // No max_tokens asked: the policy's bound caps the default reserve below,
@@ -532,7 +631,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   if (!rendered.ok()) return reject(rendered.status());
   const uint32_t prompt_count = rendered->tokens;
   // 7. Context.
-  if (!parsed->has_max_tokens) {
+  if (!input.has_max_tokens) {
     uint32_t room = context_length > prompt_count ? context_length - prompt_count : 0;
     uint32_t reserve = std::min(default_max_tokens, room);
     if (policy_max_tokens) reserve = std::min(reserve, *policy_max_tokens);
@@ -547,7 +646,8 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
                      " tokens")));
   }
   // 8a. Budgets and rates, by reservation of the prompt plus the whole output cap.
-  std::unique_ptr<BudgetSettlement> settlement;
+  auto call = std::unique_ptr<Call>(new Call());
+  Call::State& st = *call->s_;
   if (options_.budgets) {
     auto reservation = options_.budgets->Admit(decision.principal, decision.budgets,
                                                int64_t{prompt_count} + req.max_tokens());
@@ -559,7 +659,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
       warning.Set("tokens_per_day", Value::Int(decision.budgets.tokens_per_day));
       RecordEvent(request_id, "budget.warning", Canonical(warning));
     }
-    settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
+    st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
   }
   req.set_router_prompt_tokens(prompt_count);
   admission.Set("gen_ai.usage.input_tokens", Value::Int(prompt_count));
@@ -567,103 +667,100 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   admission.Set("priority", Value::String(policy::PriorityName(decision.priority)));
 
   // What the evidence record needs from the request, before it moves to the broker.
-  Value evidence = EvidenceOf(req, *rendered, http_request.Header("user-agent"));
-  evidence.Set("api", admission.Find("api") ? *admission.Find("api") : Value());
-  evidence.Set("received_unix_us", Value::Int(received_us));
+  st.evidence = EvidenceOf(req, *rendered, input.user_agent);
+  st.evidence.Set("api", Value::String(input.api));
+  st.evidence.Set("received_unix_us", Value::Int(input.received_us));
   // 8. Admission and dispatch.
-  auto queue = std::make_shared<EventQueue>();
-  const bool stream = parsed->stream;
-  const bool include_usage = parsed->include_usage;
-  const std::string model_name = req.model();
-  absl::Status admitted = options_.broker->Submit(std::move(req), queue);
-  if (!admitted.ok()) return reject(admitted);
+  st.gateway = this;
+  st.request_id = request_id;
+  st.model = req.model();
+  st.received_us = input.received_us;
+  st.created_unix_s = options_.clock->UnixMicros() / 1000000;
+  st.bundle_sha = bundle_sha;
+  st.queue = std::make_shared<EventQueue>();
+  absl::Status admitted = options_.broker->Submit(std::move(req), st.queue);
+  if (!admitted.ok()) {
+    st.done = true;  // never reached the broker: nothing to wait for
+    return reject(admitted);
+  }
   admission.Set("admitted", Value::Bool(true));
   RecordEvent(request_id, "admission.decided", Canonical(admission));
   {
     Value dispatch = Value::EmptyObject();
-    dispatch.Set("gen_ai.request.model", Value::String(model_name));
+    dispatch.Set("gen_ai.request.model", Value::String(st.model));
     RecordEvent(request_id, "dispatch.sent", Canonical(dispatch));
   }
+  if (!bundle_sha.empty()) policy_headers.emplace_back("x-gantry-bundle-sha256", bundle_sha);
+  st.headers = policy_headers;
+  return call;
+}
+
+
+void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
+                         http::ResponseWriter& writer,
+                         const std::shared_ptr<http::ResponseWriter>& shared_writer) {
+  const int64_t received_us = options_.clock->UnixMicros();
+  // 1. Authenticate.
+  std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
+  auto principal = AuthenticateKey(*snapshot, http_request.Header("authorization"));
+  if (!principal.ok()) return Fail(writer, principal.status());
+
+  // 2. Parse.
+  // Both APIs map onto the same internal request; Responses keeps what its response
+  // object echoes.
+  json::Value echo = json::Value::EmptyObject();
+  absl::StatusOr<openai::ChatCompletionRequest> parsed;
+  if (api == Api::kResponses) {
+    auto responses = openai::ParseResponsesRequest(http_request.body);
+    if (!responses.ok()) return Fail(writer, responses.status());
+    echo = std::move(responses->echo);
+    parsed = std::move(responses->chat);
+  } else {
+    parsed = openai::ParseChatCompletionRequest(http_request.body);
+  }
+  if (!parsed.ok()) return Fail(writer, parsed.status());
+  const bool stream = parsed->stream;
+  const bool include_usage = parsed->include_usage;
+
+  // 3-8. Policy, model, tools, render + count, context, budgets, admission.
+  ChatInput input;
+  input.api = api == Api::kResponses ? "responses" : "chat.completions";
+  input.user_agent = std::string(http_request.Header("user-agent"));
+  input.request = std::move(parsed->request);
+  input.has_max_tokens = parsed->has_max_tokens;
+  input.received_us = received_us;
+  http::HeaderList policy_headers;
+  auto admitted = Admit(snapshot, *principal, std::move(input), &policy_headers);
+  if (!admitted.ok()) return Fail(writer, admitted.status(), policy_headers);
+  Call& call = **admitted;
+  policy_headers = call.headers();
+  const std::string request_id = call.request_id();
+  const std::string model_name = call.model();
   broker::Broker* broker = options_.broker;
   shared_writer->OnClose([broker, request_id] {
     broker->Cancel(request_id, "the client closed the connection");
   });
-  if (!bundle_sha.empty()) policy_headers.emplace_back("x-gantry-bundle-sha256", bundle_sha);
 
   // 9. Stream back; exactly one terminal outcome.
-  openai::ResponseMeta meta{openai::CompletionIdFor(request_id), model_name,
-                            options_.clock->UnixMicros() / 1000000};
+  openai::ResponseMeta meta{openai::CompletionIdFor(request_id), model_name, call.created_unix_s()};
   openai::ChatStreamRenderer renderer(meta, include_usage);
   openai::ChatCompletionAccumulator accumulator(meta);
-  // The outcome goes to the ledger before the client sees the end of the response.
-  int64_t first_output_us = -1, first_tool_call_us = -1;
-  Value issued_calls = Value::EmptyArray();
-  auto observe = [&](const v1::StreamEvent& event) {
-    const int64_t since = options_.clock->UnixMicros() - received_us;
-    if (event.has_text() || event.has_reasoning() || event.has_tool_call()) {
-      if (first_output_us < 0) first_output_us = since;
-    }
-    if (event.has_tool_call()) {
-      if (first_tool_call_us < 0) first_tool_call_us = since;
-      Value call = Value::EmptyObject();
-      call.Set("id", Value::String(event.tool_call().call().id()));
-      call.Set("name", Value::String(event.tool_call().call().name()));
-      issued_calls.Append(std::move(call));
-    }
-  };
-  auto record_outcome = [&](const v1::Terminal& terminal) {
-    {
-      const int64_t since = options_.clock->UnixMicros() - received_us;
-      auto ms = [](int64_t us) { return us < 0 ? Value() : Value::Double(us / 1000.0); };
-      Value timings = Value::EmptyObject();
-      timings.Set("first_output_ms", ms(first_output_us));
-      timings.Set("tool_call_complete_ms", ms(first_tool_call_us));
-      timings.Set("finished_ms", ms(since));
-      timings.Set("worker_first_token_ms", ms(terminal.timings().first_token_us()));
-      timings.Set("worker_prefill_ms", ms(terminal.timings().prefill_us()));
-      timings.Set("worker_decode_ms", ms(terminal.timings().decode_us()));
-      evidence.Set("timings", std::move(timings));
-      evidence.Set("tool_calls", issued_calls);
-      evidence.Set("worker_prompt_tokens", Value::Int(terminal.usage().prompt_tokens()));
-      evidence.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256().empty()
-                                                      ? bundle_sha
-                                                      : terminal.bundle().identity_sha256()));
-      absl::Status status = openai::TerminalStatus(terminal);
-      evidence.Set("outcome", Value::String(status.ok() ? openai::FinishReasonName(terminal.finish_reason())
-                                                        : http::ErrorCodeOf(status)));
-      RecordEvent(request_id, "request.evidence", Canonical(evidence));
-    }
-    if (settlement) {
-      settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
-    }
-    absl::Status outcome = openai::TerminalStatus(terminal);
-    Value finished = Value::EmptyObject();
-    finished.Set("gen_ai.request.model", Value::String(model_name));
-    finished.Set("gen_ai.usage.input_tokens", Value::Int(terminal.usage().prompt_tokens()));
-    finished.Set("gen_ai.usage.output_tokens", Value::Int(terminal.usage().completion_tokens()));
-    if (!terminal.bundle().identity_sha256().empty()) {
-      finished.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256()));
-    }
-    if (outcome.ok()) {
-      finished.Set("finish_reason", Value::String(openai::FinishReasonName(terminal.finish_reason())));
-      RecordEvent(request_id, "request.finished", Canonical(finished));
-    } else {
-      finished.Set("error_reason", Value::String(http::ErrorCodeOf(outcome)));
-      finished.Set("error_code", Value::String(CodeName(outcome.code())));
-      RecordEvent(request_id, "request.failed", Canonical(finished));
-    }
-  };
   const bool responses_api = api == Api::kResponses;
   openai::ResponsesRenderer responses(openai::ResponseIdFor(request_id), model_name,
                                       meta.created, std::move(echo));
   bool started = false;
   while (true) {
-    v1::StreamEvent event = queue->Next();
-    observe(event);
+    std::optional<v1::StreamEvent> next = call.Next(kKeepAliveMs);
+    if (!next) {
+      // A long silence (prefill of a long prompt, a slow tool call): an SSE comment
+      // keeps proxies and clients from timing the stream out.
+      if (started) writer.WriteChunk(": keep-alive\n\n");
+      continue;
+    }
+    const v1::StreamEvent& event = *next;
     if (stream) {
       if (!started) {
         if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
-          record_outcome(event.terminal());
           Fail(writer, openai::TerminalStatus(event.terminal()), policy_headers);
           break;
         }
@@ -675,7 +772,6 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
         started = true;
         if (responses_api) writer.WriteChunk(responses.Start());
       }
-      if (event.has_terminal()) record_outcome(event.terminal());
       writer.WriteChunk(responses_api ? responses.OnEvent(event) : renderer.OnEvent(event));
       if (event.has_terminal()) {
         writer.EndChunked();
@@ -688,7 +784,6 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
         accumulator.Add(event);
       }
       if (event.has_terminal()) {
-        record_outcome(event.terminal());
         const absl::Status& error = responses_api ? responses.error() : accumulator.error();
         if (!error.ok()) {
           Fail(writer, error, policy_headers);

@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -146,6 +147,62 @@ class Gateway {
   // The Prometheus text of /metrics.
   std::string MetricsText() const;
 
+  // ---- the pipeline for every transport (HTTP here, gRPC in grpc_gateway.h) ----------
+
+  // The principal of an "Authorization: Bearer KEY" value. Errors: unauthenticated.
+  absl::StatusOr<std::string> AuthenticateKey(const policy::Snapshot& snapshot,
+                                              absl::string_view authorization) const;
+
+  // What a transport hands over once it has authenticated and parsed a request.
+  struct ChatInput {
+    std::string api;         // "chat.completions", "responses", "grpc": for the ledger
+    std::string user_agent;  // the client's own name and version, for the evidence
+    v1::InferenceRequest request;
+    bool has_max_tokens = false;  // the client set an output cap
+    int64_t received_us = 0;      // when the request arrived (clock()->UnixMicros())
+  };
+
+  // A request that passed every check and was handed to the broker. Read its events
+  // with Next() until the Terminal; the outcome (request.evidence, the budget
+  // settlement, request.finished / request.failed) is recorded before Next() returns
+  // the Terminal. Destroying an unfinished Call cancels the request on its worker and
+  // waits for its Terminal, so every admitted request has a recorded outcome.
+  // Thread-safety: one thread uses a Call; Cancel() may come from any thread.
+  class Call {
+   public:
+    ~Call();
+    const std::string& request_id() const;
+    const std::string& model() const;
+    // x-gantry-policy-sha256, x-gantry-policy-rule, x-gantry-request-id and, with a
+    // live bundle, x-gantry-bundle-sha256.
+    const http::HeaderList& headers() const;
+    int64_t created_unix_s() const;
+    // The next event, or nullopt when `timeout_ms` passes first (or after the end).
+    std::optional<v1::StreamEvent> Next(int timeout_ms);
+    void Cancel(const std::string& reason);
+    bool done() const;
+
+   private:
+    friend class Gateway;
+    struct State;
+    Call();
+    std::unique_ptr<State> s_;
+  };
+
+  // Steps 3-8 of the pipeline (policy, model, tools, render + count, context, budgets,
+  // admission) for an authenticated principal. A refusal is returned after its
+  // admission.decided event was recorded; `headers` then holds the policy headers once
+  // the policy was consulted (they belong on the error response too).
+  absl::StatusOr<std::unique_ptr<Call>> Admit(
+      const std::shared_ptr<const policy::Snapshot>& snapshot, const std::string& principal,
+      ChatInput input, http::HeaderList* headers);
+
+  // The policy in force and the models served (for transports' model lists).
+  std::shared_ptr<const policy::Snapshot> policy() const { return options_.policy(); }
+  const std::map<std::string, ModelEntry>& models() const { return options_.models; }
+  broker::Broker* broker() const { return options_.broker; }
+  const Clock* clock() const { return options_.clock; }
+
  private:
   enum class Api { kChatCompletions, kResponses };
   void HandleChat(Api api, const http::HttpRequest& request, http::ResponseWriter& writer,
@@ -155,6 +212,7 @@ class Gateway {
             const http::HeaderList& extra = {});
   void RecordEvent(const std::string& stream_id, const std::string& type,
                    const std::string& payload_json);
+  void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t since_us);
 
   GatewayOptions options_;
   std::atomic<uint64_t> requests_total_{0};

@@ -1,6 +1,7 @@
 // 1,000 concurrent SSE streams through the real gateway (HTTP server, authentication,
 // policy, render + count, budgets, broker over tcp) to a worker TEST DOUBLE that holds
-// every request open at a gate until all of them are in flight, then finishes them.
+// every request open at a gate until all of them are in flight (four workers of one
+// model, 250 slots each), then finishes them.
 // Each client checks its own stream: 200, the text before and after the gate, usage,
 // [DONE], no error event.
 #include <sys/resource.h>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "router/fake_worker_for_test.h"
@@ -64,14 +66,22 @@ TEST(StreamScale, ThousandConcurrentSseStreamsWithoutAnError) {
   auto router = InProcessRouterForTest::Start(Policy(), {{"test-model", entry}});
   ASSERT_TRUE(router.ok()) << router.status();
 
-  FakeWorkerOptions w;
-  w.endpoint = (*router)->broker()->endpoint();
-  w.model = "test-model";
-  w.slots = kStreams;
-  w.script = {FakeStep::Text("before"), FakeStep::Gate(), FakeStep::Text(" after"),
-              FakeStep::Finish(v1::FINISH_STOP)};
-  FakeWorkerForTest worker(w);
-  ASSERT_TRUE(worker.WaitFor([&] { return (*router)->broker()->stats().live_workers == 1; }, 5000));
+  // Four workers of the model, 250 slots each: the broker spreads the streams.
+  constexpr int kWorkers = 4;
+  std::vector<std::unique_ptr<FakeWorkerForTest>> workers;
+  for (int i = 0; i < kWorkers; ++i) {
+    FakeWorkerOptions w;
+    w.endpoint = (*router)->broker()->endpoint();
+    w.worker_id = absl::StrCat("host/", i, "/fake");
+    w.model = "test-model";
+    w.slots = kStreams / kWorkers;
+    w.script = {FakeStep::Text("before"), FakeStep::Gate(), FakeStep::Text(" after"),
+                FakeStep::Finish(v1::FINISH_STOP)};
+    workers.push_back(std::make_unique<FakeWorkerForTest>(w));
+  }
+  FakeWorkerForTest& worker = *workers[0];
+  ASSERT_TRUE(worker.WaitFor(
+      [&] { return (*router)->broker()->stats().live_workers == kWorkers; }, 5000));
 
   const std::string body =
       R"({"model":"test-model","stream":true,"stream_options":{"include_usage":true},)"
@@ -124,7 +134,8 @@ TEST(StreamScale, ThousandConcurrentSseStreamsWithoutAnError) {
       }
       if (response->status != 200 || text != "before after" || !done || !usage || error) {
         failures[i] = absl::StrCat("status ", response->status, " text '", text, "' done ", done,
-                                   " usage ", usage, " error ", error);
+                                   " usage ", usage, " error ", error, ": ",
+                                   absl::StrJoin(http::SseDataLines(response->body), " | "));
         return;
       }
       ++ok;
@@ -133,8 +144,10 @@ TEST(StreamScale, ThousandConcurrentSseStreamsWithoutAnError) {
   // Every stream has its first event while all of them wait at the gate: 1,000 streams
   // open at once, none finished.
   ASSERT_TRUE(worker.WaitFor([&] { return first_chunk.load() == kStreams; }, 240000));
-  EXPECT_EQ(worker.active_requests(), kStreams);
-  worker.OpenGate();
+  int active = 0;
+  for (auto& w : workers) active += w->active_requests();
+  EXPECT_EQ(active, kStreams);
+  for (auto& w : workers) w->OpenGate();
   for (auto& t : clients) t.join();
   int failed = 0;
   for (int i = 0; i < kStreams; ++i) {
