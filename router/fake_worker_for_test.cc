@@ -4,6 +4,7 @@
 #include <map>
 #include <zmq.hpp>
 
+#include "common/curve_keys.h"
 #include "common/error_codes.h"
 #include "common/ids.h"
 #include "common/status.h"
@@ -87,6 +88,10 @@ void FakeWorkerForTest::Run() {
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  if (!options_.curve_secret_z85.empty()) {
+    (void)ConfigureCurveClient(socket.handle(), {options_.curve_public_z85, options_.curve_secret_z85,
+                                                 options_.curve_server_public_z85});
+  }
   socket.connect(options_.endpoint);
 
   v1::BundleIdentity bundle;

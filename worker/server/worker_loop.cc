@@ -125,6 +125,13 @@ void WorkerLoop::Run() {
     zmq::socket_t dealer(m.context, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::routing_id, options_.worker_id);
+    if (options_.curve) {
+      absl::Status curve = ConfigureCurveClient(dealer.handle(), *options_.curve);
+      if (!curve.ok()) {
+        Log(LogLevel::kError, "worker.curve.failed", {{"error", curve.ToString()}});
+        break;
+      }
+    }
     dealer.connect(options_.router_endpoint);
     Log(LogLevel::kInfo, "worker.state", {{"state", "CONNECTING"}, {"router", options_.router_endpoint}});
     (void)SendFrames(dealer, wire::EncodeFrames(make_ready()));
