@@ -15,6 +15,7 @@
 #include "router/gateway.h"
 #include "router/router_flags.h"
 #include "router/http/http_server.h"
+#include "router/http/tls.h"
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
@@ -69,6 +70,11 @@ int main(int argc, char** argv) {
   http::HttpServerOptions http_options;
   http_options.host = flags.http_host;
   http_options.port = flags.http_port;
+  if (!flags.tls_cert.empty()) {
+    auto tls = http::TlsContext::Load(flags.tls_cert, flags.tls_key);
+    if (!tls.ok()) return Die("tls", tls.status().ToString());
+    http_options.tls = std::move(*tls);
+  }
   auto server = http::HttpServer::Start(
       http_options, [&gateway](http::HttpRequest request,
                                std::shared_ptr<http::ResponseWriter> writer) {
@@ -78,7 +84,8 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Log(LogLevel::kInfo, "router.started",
-      {{"listen", flags.listen}, {"workers", (*broker)->endpoint()},
+      {{"listen", flags.listen}, {"tls", flags.tls_cert.empty() ? "off" : "on"},
+       {"workers", (*broker)->endpoint()},
        {"curve", broker_options->curve ? "on" : "off"}, {"policy", flags.policy_path}});
   while (!g_stop) pause();
   Log(LogLevel::kInfo, "router.stopping");

@@ -23,6 +23,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "router/http/error_response.h"
+#include "router/http/tls.h"
+#include "router/http/transport.h"
 
 namespace gantry::http {
 
@@ -69,6 +71,8 @@ std::string StatusLineAndHeaders(int status, const HeaderList& headers) {
 struct Conn {
   uint64_t id = 0;
   int fd = -1;                 // (loop) -1 once closed
+  std::unique_ptr<Transport> transport;  // (loop) plain or TLS over `fd`
+  bool read_wants_write = false;         // (loop) TLS: a read waits for writability
   std::string in;              // (loop) received, not yet parsed
   int64_t last_active_ms = 0;  // (loop)
   bool handling = false;       // (loop) a request is being answered
@@ -353,7 +357,11 @@ void HttpServer::Impl::Loop() {
         auto it = conns_.find(key);
         if (it == conns_.end()) continue;
         std::shared_ptr<Conn> conn = it->second;
-        if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) OnReadable(conn);
+        const uint32_t ev = events[i].events;
+        if ((ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
+            ((ev & EPOLLOUT) && conn->read_wants_write)) {
+          OnReadable(conn);
+        }
         if (conn->fd >= 0) Service(conn);
       }
     }
@@ -386,6 +394,10 @@ void HttpServer::Impl::Accept() {
     if (fd < 0) return;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (conns_.size() >= options_.max_connections && options_.tls) {
+      close(fd);  // no plain-text answer on a TLS port, and no handshake to spare
+      continue;
+    }
     if (conns_.size() >= options_.max_connections) {
       HttpResponse busy = ErrorResponse(WithRetryAfter(
           ReasonError("server_busy", "too many open connections"), 1000));
@@ -398,6 +410,11 @@ void HttpServer::Impl::Accept() {
       continue;
     }
     auto conn = std::make_shared<Conn>();
+    conn->transport = options_.tls ? options_.tls->NewServerTransport(fd) : NewPlainTransport(fd);
+    if (!conn->transport) {
+      close(fd);
+      continue;
+    }
     conn->id = next_id_++;
     conn->fd = fd;
     conn->last_active_ms = NowMs();
@@ -415,10 +432,11 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
   // at most one more request's worth of bytes is buffered.
   const size_t cap = options_.limits.max_header_bytes + options_.limits.max_body_bytes + 4096;
   char buf[65536];
+  conn->read_wants_write = false;
   while (true) {
-    ssize_t n = recv(conn->fd, buf, sizeof(buf), 0);
-    if (n > 0) {
-      conn->in.append(buf, static_cast<size_t>(n));
+    IoResult r = conn->transport->Read(buf, sizeof(buf));
+    if (r.bytes > 0) {
+      conn->in.append(buf, r.bytes);
       conn->last_active_ms = NowMs();
       if (conn->in.size() > 2 * cap) {
         Close(conn);
@@ -426,14 +444,19 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
       }
       continue;
     }
-    if (n == 0) {  // the peer closed (or half-closed) its side
+    if (r.closed) {  // the peer closed (or half-closed) its side, or TLS failed
+      if (options_.tls && !r.error.empty()) {
+        Log(LogLevel::kInfo, "http.tls_failed", {{"conn", absl::StrCat(conn->id)}, {"error", r.error}});
+      }
       Close(conn);
       return;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    if (errno == EINTR) continue;
-    Close(conn);
-    return;
+    // Waiting. A TLS read that needs to write first is resumed on EPOLLOUT.
+    if (r.wait == IoResult::Wait::kWritable) {
+      conn->read_wants_write = true;
+      UpdateInterest(conn, true);
+    }
+    break;
   }
   if (!conn->handling) TryParse(conn);
 }
@@ -488,19 +511,22 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
   {
     std::lock_guard<std::mutex> lock(conn->mu);
     if (conn->closed) return;
+    // A TLS write retried after WANT_READ/WANT_WRITE sees the same bytes at the same
+    // offset, maybe at a new address and with more after them (SSL_MODE_ACCEPT_MOVING_
+    // WRITE_BUFFER): `out` only grows until all of it is sent.
     while (conn->out_offset < conn->out.size()) {
-      ssize_t n = send(conn->fd, conn->out.data() + conn->out_offset,
-                       conn->out.size() - conn->out_offset, MSG_NOSIGNAL);
-      if (n > 0) {
-        conn->out_offset += static_cast<size_t>(n);
+      IoResult w = conn->transport->Write(conn->out.data() + conn->out_offset,
+                                          conn->out.size() - conn->out_offset);
+      if (w.bytes > 0) {
+        conn->out_offset += w.bytes;
         continue;
       }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (w.closed) {
+        close_now = true;  // EPIPE, ECONNRESET, a TLS failure, ...
+      } else if (w.wait == IoResult::Wait::kWritable) {
         want_write = true;
-        break;
       }
-      close_now = true;  // EPIPE, ECONNRESET, ...
+      // kReadable (TLS): EPOLLIN is always armed; the next readable event runs Service.
       break;
     }
     if (conn->out_offset == conn->out.size()) {
@@ -519,7 +545,7 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
     Close(conn);
     return;
   }
-  UpdateInterest(conn, want_write);
+  UpdateInterest(conn, want_write || conn->read_wants_write);
   if (finished) {
     conn->handling = false;
     conn->last_active_ms = NowMs();
@@ -544,6 +570,8 @@ void HttpServer::Impl::Close(const std::shared_ptr<Conn>& conn) {
     conn->on_close = nullptr;
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->fd, nullptr);
+  conn->transport->Shutdown();
+  conn->transport.reset();
   close(conn->fd);
   conn->fd = -1;
   conns_.erase(conn->id);

@@ -38,10 +38,7 @@ in_ns() { ip netns exec "$ns" "$@"; }
 
 make_test_bundle "$tmp/bundle" 2048 64 || { bad setup "make-test-model / bundle pack"; finish; }
 printf -- '- match: ""\n  emit: "Hello from Gantry."\n' >"$tmp/script.yaml"
-cat >"$tmp/models.json" <<JSON
-{"models": [{"name": "gantry-demo", "tokenizer_dir": "$tmp/bundle", "context_length": 2048,
-             "tool_protocol": "hermes_json", "default_max_tokens": 64}]}
-JSON
+write_models "$tmp/models.json" "$tmp/bundle" 2048 64
 for who in router member stranger; do "$g" keys gen-curve --out "$tmp/$who" >/dev/null; done
 { echo "# workers admitted by this router"; cat "$tmp/member.pub"; } >"$tmp/workers.allow"
 http=$(free_port); zport=$(free_port)
