@@ -76,6 +76,10 @@ refused=$(metric gantry_router_worker_handshakes_refused_total)
 fp=$("$g" keys fingerprint "$tmp/stranger.pub")
 grep '"broker.worker_refused"' "$tmp/router.log" | grep -q "\"key_fingerprint\":\"$fp\"" \
   && ok refused-logged || bad refused-logged "no refusal line for $fp: $(tail -3 "$tmp/router.log")"
+# The refused worker learns why from its own log, not only from silence.
+for _ in $(seq 1 50); do grep -q '"curve.handshake_failed"' "$tmp/worker-stranger.log" && break; sleep 0.1; done
+grep '"curve.handshake_failed"' "$tmp/worker-stranger.log" | grep -q 'ZAP handler (status 400)' \
+  && ok refused-worker-knows || bad refused-worker-knows "$(tail -3 "$tmp/worker-stranger.log")"
 secret=$(grep -v '^#' "$tmp/stranger.key")
 grep -qF -- "$secret" "$tmp/router.log" "$tmp/worker-stranger.log" && bad no-secret-logged "a secret key is in a log" \
   || ok no-secret-logged
