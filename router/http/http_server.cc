@@ -75,6 +75,7 @@ struct Conn {
   bool read_wants_write = false;         // (loop) TLS: a read waits for writability
   std::string in;              // (loop) received, not yet parsed
   int64_t last_active_ms = 0;  // (loop)
+  int64_t accepted_ms = 0;     // (loop)
   bool handling = false;       // (loop) a request is being answered
   bool sent_continue = false;  // (loop)
 
@@ -379,6 +380,9 @@ void HttpServer::Impl::Loop() {
     for (auto& [id, conn] : conns_) {
       if (!conn->handling && now - conn->last_active_ms > options_.idle_timeout_ms) {
         idle.push_back(conn);
+      } else if (!conn->transport->Established() &&
+                 now - conn->accepted_ms > options_.handshake_timeout_ms) {
+        idle.push_back(conn);
       }
     }
     for (auto& conn : idle) Close(conn);
@@ -417,7 +421,7 @@ void HttpServer::Impl::Accept() {
     }
     conn->id = next_id_++;
     conn->fd = fd;
-    conn->last_active_ms = NowMs();
+    conn->last_active_ms = conn->accepted_ms = NowMs();
     conns_[conn->id] = conn;
     conn_count_ = conns_.size();
     epoll_event ev{};

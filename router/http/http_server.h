@@ -15,7 +15,8 @@
 // Limits: at most `max_connections` open connections (one more is answered 503
 // server_busy and closed; with TLS, closed without an answer); `HttpLimits` for each request; `max_output_bytes` of
 // unsent output per connection (a client that stops reading is disconnected); idle
-// keep-alive connections close after `idle_timeout_ms`.
+// keep-alive connections close after `idle_timeout_ms`, TLS connections still in their
+// handshake after `handshake_timeout_ms`.
 //
 // Thread-safety: Start/Stop from one thread. ResponseWriter methods are thread-safe
 // and may be called from any thread, also after the handler returned.
@@ -80,6 +81,9 @@ struct HttpServerOptions {
   size_t handler_threads = 32;
   size_t max_output_bytes = 32u << 20;
   int idle_timeout_ms = 120000;
+  // A TLS connection whose handshake is not done after this long is closed (a client
+  // that stalls its handshake must not hold a connection slot for the idle timeout).
+  int handshake_timeout_ms = 10000;
   // When set, the listener speaks TLS only (TlsContext::Load); otherwise plain TCP.
   std::shared_ptr<const TlsContext> tls;
 };

@@ -108,6 +108,8 @@ class TlsTransport : public Transport {
     return Outcome(rc, n);
   }
 
+  bool Established() const override { return SSL_is_init_finished(ssl_) == 1; }
+
   void Shutdown() override {
     if (!failed_ && SSL_is_init_finished(ssl_)) (void)SSL_shutdown(ssl_);  // close_notify
     ERR_clear_error();

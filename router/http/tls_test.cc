@@ -137,6 +137,28 @@ TEST_F(TlsServerTest, BadHandshakesDoNotDisturbAStreamOrOtherClients) {
   EXPECT_EQ(*Chat(*streaming, "after"), "hello over tls: after");
 }
 
+TEST_F(TlsServerTest, StalledHandshakesAreClosedAfterTheHandshakeTimeout) {
+  HttpServerOptions options;
+  options.tls = *TlsContext::Load(Cert("server"), Key("server"));
+  options.handshake_timeout_ms = 100;
+  auto server = HttpServer::Start(options, [](HttpRequest, std::shared_ptr<ResponseWriter> w) {
+    w->Send(HttpResponse{200, {}, "ok"});
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto silent = TestHttpClient::Connect((*server)->port());
+  auto half = TestHttpClient::Connect((*server)->port());
+  ASSERT_TRUE(half->SendRaw(std::string("\x16\x03\x01", 3)).ok());
+  // A finished handshake is not subject to it: this client stays and is served.
+  auto good = TestHttpClient::ConnectTls((*server)->port(), Cert("server"));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_TRUE(silent->WaitForClose(10000));
+  EXPECT_TRUE(half->WaitForClose(10000));
+  ASSERT_TRUE(good->SendRequest("GET", "/", "").ok());
+  auto response = good->ReadResponse();
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->body, "ok");
+}
+
 TEST_F(TlsServerTest, ConfigurationErrorsHaveAReason) {
   auto missing = TlsContext::Load(Dir() + "/absent.pem", Key("server"));
   EXPECT_EQ(ReasonOf(missing.status()), "invalid_tls_config");

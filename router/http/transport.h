@@ -29,6 +29,8 @@ class Transport {
   virtual IoResult Write(const char* data, size_t size) = 0;
   // Best-effort orderly end before the socket is closed (TLS close_notify); never blocks.
   virtual void Shutdown() {}
+  // Whether the connection is ready for application bytes (TLS: the handshake is done).
+  virtual bool Established() const { return true; }
 };
 
 // Plain TCP on the non-blocking socket `fd` (not owned: the server closes it).
