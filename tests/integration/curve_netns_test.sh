@@ -52,6 +52,15 @@ status=$?
 [ "$status" = 1 ] && grep -q -- "--insecure-workers" "$tmp/open.log" && ok insecure-refused \
   || bad insecure-refused "exit $status: $(tail -3 "$tmp/open.log")"
 
+# ... unless --insecure-workers says the network is trusted.
+router/gantry-router "${router_args[@]}" --insecure-workers >"$tmp/insecure.log" 2>&1 &
+insecure=$!
+pids+=($insecure)
+for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$http/healthz" >/dev/null && break; sleep 0.1; done
+curl -fs "http://127.0.0.1:$http/healthz" >/dev/null && ok insecure-allowed \
+  || bad insecure-allowed "$(tail -3 "$tmp/insecure.log")"
+kill "$insecure"; wait "$insecure" 2>/dev/null
+
 router/gantry-router "${router_args[@]}" --curve-key "$tmp/router.key" \
   --worker-keys "$tmp/workers.allow" >"$tmp/router.log" 2>&1 &
 pids+=($!)
