@@ -249,7 +249,8 @@ absl::Status ConfigureCurveClient(void* zmq_socket, const CurveClientKeys& keys)
     auto bytes = DecodeCurveKeyZ85(*z85);
     if (!bytes.ok()) return bytes.status();
     if (zmq_setsockopt(zmq_socket, option, bytes->data(), bytes->size()) != 0) {
-      return absl::InternalError(absl::StrCat("zmq_setsockopt(CURVE): ", zmq_strerror(zmq_errno())));
+      return absl::InternalError(
+          absl::StrCat("zmq_setsockopt(CURVE): ", zmq_strerror(zmq_errno())));
     }
   }
   return absl::OkStatus();
@@ -266,8 +267,9 @@ absl::Status WriteCurveKeyPair(const std::string& prefix, const CurveKeyPair& pa
     }
   }
   absl::Status status = WriteNewFile(
-      secret_path, absl::StrCat("# gantry CURVE secret key (Z85). Keep it on this host, mode 0600.\n",
-                                pair.secret_z85, "\n"),
+      secret_path,
+      absl::StrCat("# gantry CURVE secret key (Z85). Keep it on this host, mode 0600.\n",
+                   pair.secret_z85, "\n"),
       0600);
   if (!status.ok()) return status;
   return WriteNewFile(

@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<HandshakeMonitor>> HandshakeMonitor::Attach(
     zmq::socket_t monitor(context, zmq::socket_type::pair);
     monitor.set(zmq::sockopt::linger, 0);
     monitor.connect(endpoint);
-    return std::unique_ptr<HandshakeMonitor>(new HandshakeMonitor(std::move(monitor), std::move(peer)));
+    return std::unique_ptr<HandshakeMonitor>(
+        new HandshakeMonitor(std::move(monitor), std::move(peer)));
   } catch (const zmq::error_t& e) {
     return absl::InternalError(absl::StrCat("handshake monitor: ", e.what()));
   }

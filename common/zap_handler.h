@@ -37,7 +37,9 @@ class ZapAllowList {
   ZapAllowList(std::string domain, const std::vector<std::string>& keys_z85);
 
   const std::string& domain() const { return domain_; }
-  bool Contains(absl::string_view key_bytes) const { return keys_.count(std::string(key_bytes)) > 0; }
+  bool Contains(absl::string_view key_bytes) const {
+    return keys_.count(std::string(key_bytes)) > 0;
+  }
   size_t size() const { return keys_.size(); }
 
  private:

@@ -89,8 +89,9 @@ void FakeWorkerForTest::Run() {
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
   if (!options_.curve_secret_z85.empty()) {
-    (void)ConfigureCurveClient(socket.handle(), {options_.curve_public_z85, options_.curve_secret_z85,
-                                                 options_.curve_server_public_z85});
+    (void)ConfigureCurveClient(socket.handle(),
+                               {options_.curve_public_z85, options_.curve_secret_z85,
+                                options_.curve_server_public_z85});
   }
   socket.connect(options_.endpoint);
 

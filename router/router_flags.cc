@@ -33,7 +33,9 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
       if (flag == name) target = field;
     }
     if (target == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
-    if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    if (i + 1 >= args.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    }
     *target = args[++i];
   }
   if (flags.policy_path.empty() || flags.models_path.empty()) {
@@ -49,7 +51,8 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
   if (colon == std::string::npos ||
       !absl::SimpleAtoi(flags.listen.substr(colon + 1), &flags.http_port) ||
       flags.http_port < 0 || flags.http_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT"));
   }
   flags.http_host = flags.listen.substr(0, colon);
   return flags;

@@ -132,7 +132,8 @@ class Broker::Impl {
 };
 
 absl::StatusOr<std::string> Broker::Impl::Bind() {
-  if (!options_.curve && !options_.allow_insecure_remote && !IsLocalEndpoint(options_.endpoint)) {
+  if (!options_.curve && !options_.allow_insecure_remote &&
+      !IsLocalEndpoint(options_.endpoint)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "refusing to accept workers on ", options_.endpoint,
         " without CURVE: other hosts can reach it (give the router a CURVE key and a "

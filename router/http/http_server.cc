@@ -450,7 +450,8 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
     }
     if (r.closed) {  // the peer closed (or half-closed) its side, or TLS failed
       if (options_.tls && !r.error.empty()) {
-        Log(LogLevel::kInfo, "http.tls_failed", {{"conn", absl::StrCat(conn->id)}, {"error", r.error}});
+        Log(LogLevel::kInfo, "http.tls_failed",
+            {{"conn", absl::StrCat(conn->id)}, {"error", r.error}});
       }
       Close(conn);
       return;

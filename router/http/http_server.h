@@ -13,10 +13,10 @@
 // connection.
 //
 // Limits: at most `max_connections` open connections (one more is answered 503
-// server_busy and closed; with TLS, closed without an answer); `HttpLimits` for each request; `max_output_bytes` of
-// unsent output per connection (a client that stops reading is disconnected); idle
-// keep-alive connections close after `idle_timeout_ms`, TLS connections still in their
-// handshake after `handshake_timeout_ms`.
+// server_busy and closed; with TLS, closed without an answer); `HttpLimits` for each
+// request; `max_output_bytes` of unsent output per connection (a client that stops
+// reading is disconnected); idle keep-alive connections close after `idle_timeout_ms`,
+// TLS connections still in their handshake after `handshake_timeout_ms`.
 //
 // Thread-safety: Start/Stop from one thread. ResponseWriter methods are thread-safe
 // and may be called from any thread, also after the handler returned.
