@@ -31,4 +31,16 @@ while read -r reason code http _; do
   grep -qF "| \`$reason\` | $code | $http |" docs/protocol.md || missing+=" $reason($code $http)"
 done < <("$g" errors | awk '{print $1, $2, $3}')
 [ -z "$missing" ] && ok errors-documented || bad errors-documented "not in docs/protocol.md:$missing"
+# CURVE key pairs: modes, never overwritten, fingerprint as the router logs it.
+keys=${TEST_TMPDIR:-$(mktemp -d)}/router
+check keys-gen      0 'fingerprint [0-9a-f]{16}$'  -- keys gen-curve --out "$keys"
+modes="$(stat -c %a "$keys.key") $(stat -c %a "$keys.pub")"
+[ "$modes" = "600 644" ] && ok keys-modes || bad keys-modes "modes $modes"
+check keys-exists   1 'exists'                     -- keys gen-curve --out "$keys"
+check keys-usage    2 'usage: gantry keys gen-curve' -- keys gen-curve
+made=$("$g" keys gen-curve --out "$keys.2")
+grep -q "fingerprint $("$g" keys fingerprint "$keys.2.pub")\$" <<<"$made" \
+  && ok keys-fingerprint || bad keys-fingerprint "gen-curve and fingerprint disagree: $made"
+printf '# a key file\nnot a key\n' >"$keys.bad"
+check keys-bad-pub  1 'invalid_key_file.*line 2'   -- keys fingerprint "$keys.bad"
 finish

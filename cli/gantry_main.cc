@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "cli/builtin_commands.h"
+#include "cli/keys_commands.h"
 #include "cli/subcommand.h"
 #include "harness-svc/task_commands.h"
 #include "ledger/ledger_commands.h"
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   const std::vector<Subcommand> table = {
       gantry::cli::kVersionCommand,
       gantry::cli::kErrorsCommand,
+      gantry::cli::kKeysCommand,
       gantry::ledger::kLedgerCommand,
       gantry::sandbox::kSandboxCommand,
       gantry::bundle::kBundleCommand,

@@ -46,6 +46,10 @@ constexpr ErrorReason kReasons[] = {
     {"bundle_mismatch", C::kFailedPrecondition, 500, false,
      "a bundle asset does not match its pinned SHA-256"},
     {"invalid_gguf", C::kInvalidArgument, 500, false, "a GGUF model file is malformed or truncated"},
+    {"invalid_key_file", C::kInvalidArgument, 500, false,
+     "a CURVE key file or worker allow-list is malformed or readable by others"},
+    {"invalid_tls_config", C::kInvalidArgument, 500, false,
+     "the TLS certificate or private key cannot be loaded, or they do not match"},
     // HTTP framing and routing (router/http). Justification: RFC 9112/9110 name these
     // statuses, and every error body needs a stable code; none of the rows above fits
     // (a request for an unknown path is not an unknown model).

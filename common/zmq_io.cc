@@ -1,6 +1,8 @@
 #include "common/zmq_io.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/error_codes.h"
 #include "common/status.h"
 
@@ -61,6 +63,25 @@ absl::Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& f
 
 std::string LastEndpoint(zmq::socket_t& socket) {
   return socket.get(zmq::sockopt::last_endpoint);
+}
+
+bool IsLocalEndpoint(absl::string_view endpoint) {
+  if (absl::StartsWith(endpoint, "ipc://") || absl::StartsWith(endpoint, "inproc://")) {
+    return true;
+  }
+  if (!absl::ConsumePrefix(&endpoint, "tcp://")) return false;
+  size_t colon = endpoint.rfind(':');
+  if (colon == absl::string_view::npos) return false;
+  absl::string_view host = endpoint.substr(0, colon);
+  if (host == "localhost" || host == "[::1]") return true;
+  // 127.0.0.0/8 written as a dotted quad (not "127.evil.example": digits and dots only).
+  if (!absl::StartsWith(host, "127.")) return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') ++dots;
+    else if (c < '0' || c > '9') return false;
+  }
+  return dots == 3;
 }
 
 }  // namespace gantry

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace gantry {
 
@@ -42,6 +43,11 @@ absl::Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& f
 // The endpoint a socket actually bound, e.g. "tcp://127.0.0.1:40123" after binding
 // "tcp://127.0.0.1:*".
 std::string LastEndpoint(zmq::socket_t& socket);
+
+// Whether traffic to `endpoint` stays on this host: ipc:// and inproc://, or tcp:// to
+// 127.0.0.0/8, [::1] or localhost. Anything else (tcp://*:P, tcp://eth0:P, any other
+// address) may be reached from other hosts, so it needs CURVE (docs/router.md).
+bool IsLocalEndpoint(absl::string_view endpoint);
 
 }  // namespace gantry
 

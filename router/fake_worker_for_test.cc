@@ -4,6 +4,7 @@
 #include <map>
 #include <zmq.hpp>
 
+#include "common/curve_keys.h"
 #include "common/error_codes.h"
 #include "common/ids.h"
 #include "common/status.h"
@@ -90,6 +91,11 @@ void FakeWorkerForTest::Run() {
   // Never drop its own events under a burst (a thousand requests finishing at once):
   // a test double that loses a FINAL would make the router look wrong.
   socket.set(zmq::sockopt::sndhwm, 0);
+  if (!options_.curve_secret_z85.empty()) {
+    (void)ConfigureCurveClient(socket.handle(),
+                               {options_.curve_public_z85, options_.curve_secret_z85,
+                                options_.curve_server_public_z85});
+  }
   socket.connect(options_.endpoint);
 
   v1::BundleIdentity bundle;

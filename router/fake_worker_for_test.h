@@ -55,6 +55,8 @@ struct FakeWorkerOptions {
   // Played for every REQUEST. Default: "Hello" ", world" then FINISH_STOP.
   std::vector<FakeStep> script;
   uint32_t prompt_tokens = 10;  // reported in Terminal.usage
+  // CURVE client keys (Z85) when the router runs CURVE; empty: plain.
+  std::string curve_public_z85, curve_secret_z85, curve_server_public_z85;
 };
 
 class FakeWorkerForTest {

@@ -299,6 +299,11 @@ std::string Gateway::MetricsText() const {
          s.rejected_queue_full);
   metric("gantry_router_rejected_no_worker_total", "counter", "Requests refused: no_worker.",
          s.rejected_no_worker);
+  metric("gantry_router_worker_handshakes_admitted_total", "counter",
+         "CURVE handshakes the ZAP handler admitted (0 without CURVE).", s.handshakes_admitted);
+  metric("gantry_router_worker_handshakes_refused_total", "counter",
+         "CURVE handshakes the ZAP handler refused: unknown key or malformed.",
+         s.handshakes_refused);
   if (options_.policy_reload_errors) {
     metric("gantry_policy_reload_errors_total", "counter",
            "Policy reloads refused (the previous policy stayed in force).",

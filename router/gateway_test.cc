@@ -468,6 +468,9 @@ TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
   ASSERT_TRUE(client->SendRequest("GET", "/metrics", "").ok());
   auto metrics = client->ReadResponse();
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_live_workers 1"));
+  // Without CURVE no handshake is judged; the counters are there and zero.
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_worker_handshakes_refused_total 0"));
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_worker_handshakes_admitted_total 0"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_policy_info{sha256=\""));
   ASSERT_TRUE(client->SendRequest("GET", "/nope", "").ok());
   auto missing = client->ReadResponse();

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "ledger/writer.h"
@@ -14,17 +15,13 @@
 #include "router/budget/budget_tracker.h"
 #include "router/broker/broker.h"
 #include "router/gateway.h"
+#include "router/router_flags.h"
 #include "router/http/http_server.h"
+#include "router/http/tls.h"
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
-int Usage() {
-  std::fprintf(stderr,
-               "usage: gantry-router --policy FILE --models FILE [--listen 127.0.0.1:8080]\n"
-               "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n");
-  return 2;
-}
 // Every client connection and every stream needs a descriptor: use the whole hard limit.
 void RaiseOpenFileLimit() {
   rlimit limit{};
@@ -42,43 +39,35 @@ int Die(const char* what, const std::string& why) {
 
 int main(int argc, char** argv) {
   using namespace gantry;
-  std::string listen = "127.0.0.1:8080", workers = "tcp://127.0.0.1:5555";
-  std::string policy_path, models_path, ledger_url, spool_dir = "/var/lib/gantry/spool";
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (i + 1 >= argc) return Usage();
-    std::string value = argv[++i];
-    if (flag == "--listen") listen = value;
-    else if (flag == "--workers") workers = value;
-    else if (flag == "--policy") policy_path = value;
-    else if (flag == "--models") models_path = value;
-    else if (flag == "--ledger") ledger_url = value;
-    else if (flag == "--ledger-spool") spool_dir = value;
-    else return Usage();
+  auto parsed = router::ParseRouterFlags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "gantry-router: %s\n%s", std::string(parsed.status().message()).c_str(),
+                 router::RouterUsage());
+    return 2;
   }
-  if (policy_path.empty() || models_path.empty()) return Usage();
+  const router::RouterFlags& flags = *parsed;
   InitLogging("router");
   RaiseOpenFileLimit();
-  auto policy = policy::PolicyReloader::Create(policy_path);
+  auto policy = policy::PolicyReloader::Create(flags.policy_path);
   if (!policy.ok()) return Die("policy", policy.status().ToString());
   (void)(*policy)->StartWatching();
   (void)(*policy)->InstallSighupHandler();
-  auto models = router::LoadModelCatalog(models_path);
+  auto models = router::LoadModelCatalog(flags.models_path);
   if (!models.ok()) return Die("models", models.status().ToString());
   std::unique_ptr<ledger::LedgerWriter> ledger_writer;
   std::unique_ptr<router::LedgerRecorder> recorder;
-  if (!ledger_url.empty()) {
+  if (!flags.ledger_url.empty()) {
     ledger::WriterOptions options;
-    options.database_url = ledger_url;
-    options.spool_dir = spool_dir;
+    options.database_url = flags.ledger_url;
+    options.spool_dir = flags.spool_dir;
     auto writer = ledger::LedgerWriter::Start(options);
     if (!writer.ok()) return Die("ledger", writer.status().ToString());
     ledger_writer = std::move(*writer);
     recorder = std::make_unique<router::LedgerRecorder>(ledger_writer.get());
   }
-  broker::BrokerOptions broker_options;
-  broker_options.endpoint = workers;
-  auto broker = broker::Broker::Start(broker_options);
+  auto broker_options = router::BrokerOptionsFromFlags(flags);
+  if (!broker_options.ok()) return Die("worker keys", broker_options.status().ToString());
+  auto broker = broker::Broker::Start(*broker_options);
   if (!broker.ok()) return Die("workers", broker.status().ToString());
   router::GatewayOptions options;
   policy::PolicyReloader* reloader = policy->get();
@@ -91,10 +80,13 @@ int main(int argc, char** argv) {
   options.recorder = recorder.get();
   router::Gateway gateway(std::move(options));
   http::HttpServerOptions http_options;
-  size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) return Die("listen", "expected HOST:PORT");
-  http_options.host = listen.substr(0, colon);
-  http_options.port = std::atoi(listen.c_str() + colon + 1);
+  http_options.host = flags.http_host;
+  http_options.port = flags.http_port;
+  if (!flags.tls_cert.empty()) {
+    auto tls = http::TlsContext::Load(flags.tls_cert, flags.tls_key);
+    if (!tls.ok()) return Die("tls", tls.status().ToString());
+    http_options.tls = std::move(*tls);
+  }
   auto server = http::HttpServer::Start(
       http_options, [&gateway](http::HttpRequest request,
                                std::shared_ptr<http::ResponseWriter> writer) {
@@ -104,7 +96,9 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Log(LogLevel::kInfo, "router.started",
-      {{"listen", listen}, {"workers", (*broker)->endpoint()}, {"policy", policy_path}});
+      {{"listen", flags.listen}, {"tls", flags.tls_cert.empty() ? "off" : "on"},
+       {"workers", (*broker)->endpoint()},
+       {"curve", broker_options->curve ? "on" : "off"}, {"policy", flags.policy_path}});
   while (!g_stop) pause();
   Log(LogLevel::kInfo, "router.stopping");
   (*server)->Stop();  // cancels requests in flight

@@ -21,6 +21,7 @@
 #include "common/zmq_io.h"
 #include "gantry/v1/worker.pb.h"
 #include "proto/worker_frames.h"
+#include "router/broker/worker_auth.h"
 
 namespace gantry::broker {
 namespace {
@@ -113,6 +114,7 @@ class Broker::Impl {
   BrokerOptions options_;
   zmq::context_t context_{1};
   zmq::socket_t socket_;
+  std::unique_ptr<WorkerAuth> auth_;  // set when CURVE is on
   int event_fd_ = -1;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
@@ -132,10 +134,22 @@ class Broker::Impl {
 };
 
 absl::StatusOr<std::string> Broker::Impl::Bind() {
+  if (!options_.curve && !options_.allow_insecure_remote &&
+      !IsLocalEndpoint(options_.endpoint)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to accept workers on ", options_.endpoint,
+        " without CURVE: other hosts can reach it (give the router a CURVE key and a "
+        "worker allow-list, or say the network is trusted with --insecure-workers)"));
+  }
   try {
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
     socket_.set(zmq::sockopt::router_mandatory, 1);
     socket_.set(zmq::sockopt::linger, 0);
+    if (options_.curve) {
+      auto auth = WorkerAuth::Install(context_, socket_, *options_.curve);
+      if (!auth.ok()) return auth.status();
+      auth_ = std::move(*auth);
+    }
     socket_.bind(options_.endpoint);
   } catch (const zmq::error_t& e) {
     return absl::UnavailableError(absl::StrCat("bind ", options_.endpoint, ": ", e.what()));
@@ -182,6 +196,7 @@ void Broker::Impl::Stop() {
     known_ids_.clear();
   }
   socket_.close();
+  if (auth_) auth_->Close();
   if (event_fd_ >= 0) close(event_fd_);
   event_fd_ = -1;
 }
@@ -191,13 +206,15 @@ void Broker::Impl::Run() {
     zmq::pollitem_t items[] = {
         {static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
         {nullptr, event_fd_, ZMQ_POLLIN, 0},
+        {auth_ ? static_cast<void*>(auth_->zap_socket()) : nullptr, -1, ZMQ_POLLIN, 0},
     };
     long timeout_ms = std::max<long>(10, options_.heartbeat_interval_ms / 4);
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(timeout_ms));
+      zmq::poll(items, auth_ ? 3 : 2, std::chrono::milliseconds(timeout_ms));
     } catch (const zmq::error_t&) {
       continue;  // EINTR
     }
+    if (auth_ && (items[2].revents & ZMQ_POLLIN)) auth_->AnswerPending();
     if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count;
       while (read(event_fd_, &count, sizeof(count)) > 0) {
@@ -685,6 +702,10 @@ BrokerStats Broker::Impl::stats() const {
     for (const auto& queue : classes) out.queued += queue.size();
   }
   out.in_flight = owner_.size();
+  if (auth_) {
+    out.handshakes_admitted = auth_->admitted();
+    out.handshakes_refused = auth_->refused();
+  }
   return out;
 }
 

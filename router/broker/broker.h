@@ -57,10 +57,21 @@ class StreamSink {
   virtual void OnEvent(const v1::StreamEvent& event) = 0;
 };
 
+// CURVE on the worker socket (docs/protocol.md, "CURVE and ZAP"): the router is the
+// CURVE server; a ZAP handler admits only the listed worker public keys.
+struct CurveServerOptions {
+  std::string secret_key_z85;                       // the router's secret key
+  std::vector<std::string> allowed_worker_keys_z85;  // from ReadCurveAllowListFile
+};
+
 struct BrokerOptions {
   // Where workers connect: "tcp://127.0.0.1:5555", "tcp://127.0.0.1:*" (ephemeral;
   // see Broker::endpoint()), "ipc://...".
   std::string endpoint = "tcp://127.0.0.1:5555";
+  // Without CURVE, an endpoint other hosts may reach (IsLocalEndpoint false) is refused
+  // unless `allow_insecure_remote` says the network is trusted anyway.
+  std::optional<CurveServerOptions> curve;
+  bool allow_insecure_remote = false;
   uint32_t heartbeat_interval_ms = 1000;  // GNTW/1: kHeartbeatIntervalMs
   uint32_t liveness = 3;                  // GNTW/1: kHeartbeatLiveness
   size_t max_queue_per_model = 64;
@@ -77,12 +88,18 @@ struct BrokerStats {
   uint64_t dropped_frames = 0;   // malformed, unknown request id, after a terminal
   uint64_t rejected_queue_full = 0;
   uint64_t rejected_no_worker = 0;
+  uint64_t handshakes_admitted = 0;  // CURVE handshakes the ZAP handler admitted
+  uint64_t handshakes_refused = 0;   // ... and refused (unknown key, malformed)
 };
 
 class Broker {
  public:
-  // Binds the ROUTER socket and starts the broker thread.
-  // Errors: UNAVAILABLE when the endpoint cannot be bound.
+  // Binds the ROUTER socket (a CURVE server with its ZAP handler when `curve` is set)
+  // and starts the broker thread.
+  // Errors: UNAVAILABLE when the endpoint cannot be bound; FAILED_PRECONDITION for a
+  // non-local endpoint without CURVE or `allow_insecure_remote`; INVALID_ARGUMENT
+  // invalid_key_file for a key that does not decode; UNIMPLEMENTED without CURVE in
+  // libzmq.
   static absl::StatusOr<std::unique_ptr<Broker>> Start(BrokerOptions options);
 
   // Sends DISCONNECT to every LIVE worker, ends every pending request with no_worker,

@@ -6,6 +6,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "common/curve_keys.h"
 #include "common/error_codes.h"
 #include "common/ids.h"
 #include "common/status.h"
@@ -118,6 +119,63 @@ TEST(Broker, ReadyDispatchStreamFinal) {
   // Heartbeats flow both ways.
   EXPECT_TRUE(worker.WaitFor([&] { return worker.router_heartbeats_received() > 0; }, 3000));
   EXPECT_EQ(broker->stats().in_flight, 0u);
+}
+
+// CURVE over real tcp sockets: a worker whose key is in the allow-list is served; one
+// with an unknown key never gets past the handshake (counted as refused, never LIVE).
+TEST(Broker, CurveAdmitsListedWorkerKeysOnly) {
+  auto router_keys = GenerateCurveKeyPair();
+  auto known = GenerateCurveKeyPair();
+  auto unknown = GenerateCurveKeyPair();
+  ASSERT_TRUE(router_keys.ok() && known.ok() && unknown.ok());
+  BrokerOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.curve = CurveServerOptions{router_keys->secret_z85, {known->public_z85}};
+  auto broker = Broker::Start(options);
+  ASSERT_TRUE(broker.ok()) << broker.status();
+
+  FakeWorkerOptions stranger = WorkerOptions(**broker, "host/1/stranger");
+  stranger.curve_public_z85 = unknown->public_z85;
+  stranger.curve_secret_z85 = unknown->secret_z85;
+  stranger.curve_server_public_z85 = router_keys->public_z85;
+  FakeWorkerForTest refused(stranger);
+  ASSERT_TRUE(WaitUntil([&] { return (*broker)->stats().handshakes_refused >= 1; }, 5000));
+  EXPECT_EQ((*broker)->stats().live_workers, 0u);
+  EXPECT_EQ(ReasonOf((*broker)->Submit(Request(), std::make_shared<RecordingSink>())),
+            "no_worker");
+
+  FakeWorkerOptions member = WorkerOptions(**broker, "host/2/member");
+  member.curve_public_z85 = known->public_z85;
+  member.curve_secret_z85 = known->secret_z85;
+  member.curve_server_public_z85 = router_keys->public_z85;
+  FakeWorkerForTest admitted(member);
+  ASSERT_TRUE(WaitLive(**broker, 1));
+  EXPECT_GE((*broker)->stats().handshakes_admitted, 1u);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE((*broker)->Submit(Request(), sink).ok());
+  ASSERT_TRUE(sink->WaitTerminal(5000));
+  EXPECT_EQ(sink->Text(), "Hello, world");
+  EXPECT_EQ(admitted.requests_received(), 1);
+  EXPECT_EQ(refused.requests_received(), 0);
+}
+
+TEST(Broker, NonLocalEndpointNeedsCurveOrExplicitInsecure) {
+  BrokerOptions options;
+  options.endpoint = "tcp://0.0.0.0:*";
+  auto refused = Broker::Start(options);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("--insecure-workers"), absl::string_view::npos);
+  options.curve = CurveServerOptions{"not a key", {}};
+  EXPECT_EQ(ReasonOf(Broker::Start(options).status()), "invalid_key_file");
+
+  for (const char* local : {"ipc:///tmp/x", "inproc://x", "tcp://127.0.0.1:5", "tcp://127.9.8.7:*",
+                            "tcp://localhost:5", "tcp://[::1]:5"}) {
+    EXPECT_TRUE(IsLocalEndpoint(local)) << local;
+  }
+  for (const char* remote : {"tcp://0.0.0.0:5", "tcp://*:5", "tcp://eth0:5", "tcp://10.0.0.1:5",
+                             "tcp://127.evil.example:5", "tcp://127.0.0.1", "pgm://x", ""}) {
+    EXPECT_FALSE(IsLocalEndpoint(remote)) << remote;
+  }
 }
 
 TEST(Broker, NoWorker) {

@@ -23,6 +23,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "router/http/error_response.h"
+#include "router/http/tls.h"
+#include "router/http/transport.h"
 
 namespace gantry::http {
 
@@ -69,8 +71,11 @@ std::string StatusLineAndHeaders(int status, const HeaderList& headers) {
 struct Conn {
   uint64_t id = 0;
   int fd = -1;                 // (loop) -1 once closed
+  std::unique_ptr<Transport> transport;  // (loop) plain or TLS over `fd`
+  bool read_wants_write = false;         // (loop) TLS: a read waits for writability
   std::string in;              // (loop) received, not yet parsed
   int64_t last_active_ms = 0;  // (loop)
+  int64_t accepted_ms = 0;     // (loop)
   bool handling = false;       // (loop) a request is being answered
   bool sent_continue = false;  // (loop)
 
@@ -359,7 +364,11 @@ void HttpServer::Impl::Loop() {
         auto it = conns_.find(key);
         if (it == conns_.end()) continue;
         std::shared_ptr<Conn> conn = it->second;
-        if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) OnReadable(conn);
+        const uint32_t ev = events[i].events;
+        if ((ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ||
+            ((ev & EPOLLOUT) && conn->read_wants_write)) {
+          OnReadable(conn);
+        }
         if (conn->fd >= 0) Service(conn);
       }
     }
@@ -377,6 +386,9 @@ void HttpServer::Impl::Loop() {
     for (auto& [id, conn] : conns_) {
       if (!conn->handling && now - conn->last_active_ms > options_.idle_timeout_ms) {
         idle.push_back(conn);
+      } else if (!conn->transport->Established() &&
+                 now - conn->accepted_ms > options_.handshake_timeout_ms) {
+        idle.push_back(conn);
       }
     }
     for (auto& conn : idle) Close(conn);
@@ -392,6 +404,10 @@ void HttpServer::Impl::Accept() {
     if (fd < 0) return;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (conns_.size() >= options_.max_connections && options_.tls) {
+      close(fd);  // no plain-text answer on a TLS port, and no handshake to spare
+      continue;
+    }
     if (conns_.size() >= options_.max_connections) {
       HttpResponse busy = ErrorResponse(WithRetryAfter(
           ReasonError("server_busy", "too many open connections"), 1000));
@@ -404,9 +420,14 @@ void HttpServer::Impl::Accept() {
       continue;
     }
     auto conn = std::make_shared<Conn>();
+    conn->transport = options_.tls ? options_.tls->NewServerTransport(fd) : NewPlainTransport(fd);
+    if (!conn->transport) {
+      close(fd);
+      continue;
+    }
     conn->id = next_id_++;
     conn->fd = fd;
-    conn->last_active_ms = NowMs();
+    conn->last_active_ms = conn->accepted_ms = NowMs();
     conns_[conn->id] = conn;
     conn_count_ = conns_.size();
     epoll_event ev{};
@@ -421,10 +442,11 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
   // at most one more request's worth of bytes is buffered.
   const size_t cap = options_.limits.max_header_bytes + options_.limits.max_body_bytes + 4096;
   char buf[65536];
+  conn->read_wants_write = false;
   while (true) {
-    ssize_t n = recv(conn->fd, buf, sizeof(buf), 0);
-    if (n > 0) {
-      conn->in.append(buf, static_cast<size_t>(n));
+    IoResult r = conn->transport->Read(buf, sizeof(buf));
+    if (r.bytes > 0) {
+      conn->in.append(buf, r.bytes);
       conn->last_active_ms = NowMs();
       if (conn->in.size() > 2 * cap) {
         Close(conn);
@@ -432,14 +454,20 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
       }
       continue;
     }
-    if (n == 0) {  // the peer closed (or half-closed) its side
+    if (r.closed) {  // the peer closed (or half-closed) its side, or TLS failed
+      if (options_.tls && !r.error.empty()) {
+        Log(LogLevel::kInfo, "http.tls_failed",
+            {{"conn", absl::StrCat(conn->id)}, {"error", r.error}});
+      }
       Close(conn);
       return;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    if (errno == EINTR) continue;
-    Close(conn);
-    return;
+    // Waiting. A TLS read that needs to write first is resumed on EPOLLOUT.
+    if (r.wait == IoResult::Wait::kWritable) {
+      conn->read_wants_write = true;
+      UpdateInterest(conn, true);
+    }
+    break;
   }
   if (!conn->handling) TryParse(conn);
 }
@@ -499,19 +527,22 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
   {
     std::lock_guard<std::mutex> lock(conn->mu);
     if (conn->closed) return;
+    // A TLS write retried after WANT_READ/WANT_WRITE sees the same bytes at the same
+    // offset, maybe at a new address and with more after them (SSL_MODE_ACCEPT_MOVING_
+    // WRITE_BUFFER): `out` only grows until all of it is sent.
     while (conn->out_offset < conn->out.size()) {
-      ssize_t n = send(conn->fd, conn->out.data() + conn->out_offset,
-                       conn->out.size() - conn->out_offset, MSG_NOSIGNAL);
-      if (n > 0) {
-        conn->out_offset += static_cast<size_t>(n);
+      IoResult w = conn->transport->Write(conn->out.data() + conn->out_offset,
+                                          conn->out.size() - conn->out_offset);
+      if (w.bytes > 0) {
+        conn->out_offset += w.bytes;
         continue;
       }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (w.closed) {
+        close_now = true;  // EPIPE, ECONNRESET, a TLS failure, ...
+      } else if (w.wait == IoResult::Wait::kWritable) {
         want_write = true;
-        break;
       }
-      close_now = true;  // EPIPE, ECONNRESET, ...
+      // kReadable (TLS): EPOLLIN is always armed; the next readable event runs Service.
       break;
     }
     if (conn->out_offset == conn->out.size()) {
@@ -530,7 +561,7 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
     Close(conn);
     return;
   }
-  UpdateInterest(conn, want_write);
+  UpdateInterest(conn, want_write || conn->read_wants_write);
   if (finished) {
     conn->handling = false;
     conn->last_active_ms = NowMs();
@@ -555,6 +586,8 @@ void HttpServer::Impl::Close(const std::shared_ptr<Conn>& conn) {
     conn->on_close = nullptr;
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->fd, nullptr);
+  conn->transport->Shutdown();
+  conn->transport.reset();
   close(conn->fd);
   conn->fd = -1;
   conns_.erase(conn->id);

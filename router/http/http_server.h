@@ -11,12 +11,16 @@
 // answered, further pipelined bytes stay buffered and are parsed only after the
 // response has been written out, so responses leave in request order. Framing errors
 // are answered with an OpenAI-style JSON error (error_response.h) and the connection is
-// closed. Plain TCP only: TLS is a later step (docs/router.md).
+// closed. With `tls` set, every connection is TLS (tls.h): the handshake and each
+// record run non-blocking on the loop thread, and a read that must write (or a write
+// that must read) waits for that direction; a failed handshake closes only its own
+// connection.
 //
 // Limits: at most `max_connections` open connections (one more is answered 503
-// server_busy and closed); `HttpLimits` for each request; `max_output_bytes` of
-// unsent output per connection (a client that stops reading is disconnected); idle
-// keep-alive connections close after `idle_timeout_ms`.
+// server_busy and closed; with TLS, closed without an answer); `HttpLimits` for each
+// request; `max_output_bytes` of unsent output per connection (a client that stops
+// reading is disconnected); idle keep-alive connections close after `idle_timeout_ms`,
+// TLS connections still in their handshake after `handshake_timeout_ms`.
 //
 // Thread-safety: Start/Stop from one thread. ResponseWriter methods are thread-safe
 // and may be called from any thread, also after the handler returned.
@@ -35,6 +39,8 @@
 #include "router/http/http_parser.h"
 
 namespace gantry::http {
+
+class TlsContext;  // tls.h; OpenSSL stays out of this header
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
@@ -80,6 +86,11 @@ struct HttpServerOptions {
   size_t max_handler_threads = 4096;
   size_t max_output_bytes = 32u << 20;
   int idle_timeout_ms = 120000;
+  // A TLS connection whose handshake is not done after this long is closed (a client
+  // that stalls its handshake must not hold a connection slot for the idle timeout).
+  int handshake_timeout_ms = 10000;
+  // When set, the listener speaks TLS only (TlsContext::Load); otherwise plain TCP.
+  std::shared_ptr<const TlsContext> tls;
 };
 
 class HttpServer {

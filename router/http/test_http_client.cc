@@ -10,6 +10,10 @@
 #include <chrono>
 #include <cstdlib>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
@@ -39,17 +43,62 @@ absl::StatusOr<TestHttpClient> TestHttpClient::Connect(int port) {
   return TestHttpClient(fd);
 }
 
+absl::StatusOr<TestHttpClient> TestHttpClient::ConnectTls(int port, const std::string& ca_file,
+                                                          int max_version) {
+  auto client = Connect(port);
+  if (!client.ok()) return client.status();
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (max_version != 0) {
+    SSL_CTX_set_min_proto_version(ctx, 0);
+    SSL_CTX_set_max_proto_version(ctx, max_version);
+    SSL_CTX_set_security_level(ctx, 0);  // let this OpenSSL offer what it would refuse
+  }
+  SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
+  SSL* ssl = SSL_new(ctx);
+  SSL_CTX_free(ctx);  // the SSL holds a reference
+  X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), "127.0.0.1");
+  SSL_set_fd(ssl, client->fd_);
+  client->ssl_ = ssl;
+  ERR_clear_error();
+  if (SSL_connect(ssl) != 1) {
+    char why[256];
+    ERR_error_string_n(ERR_get_error(), why, sizeof(why));
+    return absl::UnavailableError(absl::StrCat("TLS handshake: ", why));
+  }
+  return client;
+}
+
+long TestHttpClient::RecvSome(char* buffer, size_t size) {
+  if (ssl_ == nullptr) return recv(fd_, buffer, size, 0);
+  int n = SSL_read(static_cast<SSL*>(ssl_), buffer, static_cast<int>(size));
+  return n > 0 ? n : -1;
+}
+
+long TestHttpClient::SendSome(const char* data, size_t size) {
+  if (ssl_ == nullptr) return send(fd_, data, size, MSG_NOSIGNAL);
+  int n = SSL_write(static_cast<SSL*>(ssl_), data, static_cast<int>(size));
+  return n > 0 ? n : -1;
+}
+
+bool TestHttpClient::Pending() const {
+  return ssl_ != nullptr && SSL_pending(static_cast<SSL*>(ssl_)) > 0;
+}
+
 TestHttpClient::TestHttpClient(TestHttpClient&& other) noexcept
-    : fd_(other.fd_), buffer_(std::move(other.buffer_)) {
+    : fd_(other.fd_), ssl_(other.ssl_), buffer_(std::move(other.buffer_)) {
   other.fd_ = -1;
+  other.ssl_ = nullptr;
 }
 
 TestHttpClient& TestHttpClient::operator=(TestHttpClient&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = other.fd_;
+    ssl_ = other.ssl_;
     buffer_ = std::move(other.buffer_);
     other.fd_ = -1;
+    other.ssl_ = nullptr;
   }
   return *this;
 }
@@ -57,13 +106,15 @@ TestHttpClient& TestHttpClient::operator=(TestHttpClient&& other) noexcept {
 TestHttpClient::~TestHttpClient() { Close(); }
 
 void TestHttpClient::Close() {
+  if (ssl_ != nullptr) SSL_free(static_cast<SSL*>(ssl_));
+  ssl_ = nullptr;
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }
 
 absl::Status TestHttpClient::SendRaw(absl::string_view bytes) {
   while (!bytes.empty()) {
-    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    ssize_t n = SendSome(bytes.data(), bytes.size());
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       return absl::UnavailableError(absl::StrCat("send: ", strerror(errno)));
@@ -87,10 +138,10 @@ absl::Status TestHttpClient::SendRequest(
 
 absl::Status TestHttpClient::Fill(int timeout_ms) {
   pollfd pfd{fd_, POLLIN, 0};
-  int ready = poll(&pfd, 1, timeout_ms);
+  int ready = Pending() ? 1 : poll(&pfd, 1, timeout_ms);
   if (ready == 0) return absl::DeadlineExceededError("no response in time");
   char buf[65536];
-  ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+  ssize_t n = RecvSome(buf, sizeof(buf));
   if (n <= 0) return absl::UnavailableError("connection closed by the server");
   buffer_.append(buf, static_cast<size_t>(n));
   return absl::OkStatus();
@@ -174,9 +225,9 @@ bool TestHttpClient::WaitForClose(int timeout_ms) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < until) {
     pollfd pfd{fd_, POLLIN, 0};
-    if (poll(&pfd, 1, 50) <= 0) continue;
+    if (!Pending() && poll(&pfd, 1, 50) <= 0) continue;
     char buf[4096];
-    ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    ssize_t n = RecvSome(buf, sizeof(buf));
     if (n <= 0) return true;
     buffer_.append(buf, static_cast<size_t>(n));
   }

@@ -1,4 +1,5 @@
-// Test-only: a tiny blocking HTTP/1.1 client over a real TCP socket, for router tests.
+// Test-only: a tiny blocking HTTP/1.1 client over a real TCP socket, for router tests,
+// optionally over TLS (OpenSSL's client, verifying the server against a CA file).
 // It sends raw bytes (so tests can send malformed or pipelined requests) and reads
 // responses, de-chunking streamed bodies and reporting each chunk as it arrives.
 //
@@ -28,6 +29,11 @@ class TestHttpClient {
  public:
   // Connects to 127.0.0.1:port. Errors: UNAVAILABLE.
   static absl::StatusOr<TestHttpClient> Connect(int port);
+  // Connects and completes a TLS handshake, verifying the certificate against `ca_file`
+  // for the address 127.0.0.1. `max_version` (e.g. TLS1_1_VERSION; 0: no limit) lets a
+  // test offer only old protocols. Errors: UNAVAILABLE (connect, handshake refused).
+  static absl::StatusOr<TestHttpClient> ConnectTls(int port, const std::string& ca_file,
+                                                   int max_version = 0);
   TestHttpClient(TestHttpClient&& other) noexcept;
   TestHttpClient& operator=(TestHttpClient&& other) noexcept;
   ~TestHttpClient();
@@ -49,11 +55,17 @@ class TestHttpClient {
 
  private:
   explicit TestHttpClient(int fd) : fd_(fd) {}
+  // recv/send on the socket, or SSL_read/SSL_write when TLS is on.
+  long RecvSome(char* buffer, size_t size);
+  long SendSome(const char* data, size_t size);
+  // Whether bytes wait without polling the socket (decrypted, inside OpenSSL).
+  bool Pending() const;
   absl::Status Fill(int timeout_ms);  // reads more bytes into buffer_
   absl::StatusOr<std::string> ReadLine(int timeout_ms);
   absl::StatusOr<std::string> ReadExactly(size_t n, int timeout_ms);
 
   int fd_ = -1;
+  void* ssl_ = nullptr;  // SSL*, owned; OpenSSL stays out of this header
   std::string buffer_;
 };
 

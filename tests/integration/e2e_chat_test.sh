@@ -23,10 +23,7 @@ cat >"$tmp/script.yaml" <<YAML
 - match: ""
   emit: "Hello from Gantry."
 YAML
-cat >"$tmp/models.json" <<JSON
-{"models": [{"name": "gantry-demo", "tokenizer_dir": "$tmp/bundle", "context_length": 2048,
-             "tool_protocol": "hermes_json", "default_max_tokens": 64}]}
-JSON
+write_models "$tmp/models.json" "$tmp/bundle" 2048 64
 ledger_args=()
 if [ -n "${GANTRY_TEST_PG_URL:-}" ]; then
   db="t_e2e_$$_$RANDOM"

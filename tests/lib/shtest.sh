@@ -1,5 +1,6 @@
 # Sourced by shell tests (sh_test): named checks, counted as test cases.
 #   ok NAME | bad NAME DETAIL ... ; finish   (exits non-zero if any check failed)
+#   skip NAME WHY ...   a check that could not run here: counted as skipped, not passed
 # Writes JUnit XML to $XML_OUTPUT_FILE (set by Bazel) so that each check counts as one
 # test case in tests/run's closing line.
 _shtest_cases=()
@@ -11,6 +12,11 @@ bad() {
   echo "FAIL $name: $*"
   _shtest_failed=1
   _shtest_cases+=("<testcase name=\"$(_shtest_escape "$name")\"><failure message=\"$(_shtest_escape "$*" | head -c 2000)\"/></testcase>")
+}
+skip() {
+  local name=$1; shift
+  echo "SKIP $name: $*"
+  _shtest_cases+=("<testcase name=\"$(_shtest_escape "$name")\" status=\"notrun\" result=\"skipped\"><skipped message=\"$(_shtest_escape "$*" | head -c 2000)\"/></testcase>")
 }
 finish() {
   if [ -n "${XML_OUTPUT_FILE:-}" ]; then

@@ -5,6 +5,8 @@
 #                                  a 1-layer qwen3 make-test-model with the demo Qwen3
 #                                  tokenizer and template, packed as model "gantry-demo"
 #                                  with the hermes_json tool protocol into DIR
+#   write_models FILE DIR CONTEXT MAX_OUTPUT
+#                                  the router's --models file serving that bundle
 # Needs `g` (the gantry binary) and `tmp` set, and tests/lib/shtest.sh sourced.
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
@@ -20,4 +22,11 @@ make_test_bundle() {
     --n-head-kv 2 --n-ff 128 --ctx "$context" -o "$tmp/m.gguf" >/dev/null || return 1
   "$g" bundle pack --gguf "$tmp/m.gguf" --model gantry-demo --tokenizer-dir "$tok" \
     --tool-protocol hermes_json --context "$context" --max-output "$max_output" -o "$dir" >/dev/null
+}
+
+write_models() {
+  cat >"$1" <<JSON
+{"models": [{"name": "gantry-demo", "tokenizer_dir": "$2", "context_length": $3,
+             "tool_protocol": "hermes_json", "default_max_tokens": $4}]}
+JSON
 }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
+#include "common/handshake_monitor.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -125,6 +126,19 @@ void WorkerLoop::Run() {
     zmq::socket_t dealer(m.context, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::routing_id, options_.worker_id);
+    if (options_.curve) {
+      absl::Status curve = ConfigureCurveClient(dealer.handle(), *options_.curve);
+      if (!curve.ok()) {
+        Log(LogLevel::kError, "worker.curve.failed", {{"error", curve.ToString()}});
+        break;
+      }
+    }
+    // With CURVE, a refusal by the router's ZAP handler is logged here too.
+    std::unique_ptr<HandshakeMonitor> monitor;
+    if (options_.curve) {
+      auto attached = HandshakeMonitor::Attach(m.context, dealer, options_.router_endpoint);
+      if (attached.ok()) monitor = std::move(*attached);
+    }
     dealer.connect(options_.router_endpoint);
     Log(LogLevel::kInfo, "worker.state", {{"state", "CONNECTING"}, {"router", options_.router_endpoint}});
     (void)SendFrames(dealer, wire::EncodeFrames(make_ready()));
@@ -133,9 +147,11 @@ void WorkerLoop::Run() {
     int64_t last_sent = NowMs();
     bool reconnect = false;
     while (!stop_.load() && !reconnect) {
-      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {pull.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0},
+                                 {pull.handle(), 0, ZMQ_POLLIN, 0},
+                                 {monitor ? monitor->socket().handle() : nullptr, -1, ZMQ_POLLIN, 0}};
       try {
-        zmq::poll(items, 2, std::chrono::milliseconds(100));
+        zmq::poll(items, monitor ? 3 : 2, std::chrono::milliseconds(100));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;  // a signal (Stop() is checked by the loop)
         Log(LogLevel::kError, "worker.poll.failed", {{"error", e.what()}});
@@ -143,6 +159,7 @@ void WorkerLoop::Run() {
         continue;
       }
       // Events from executors: PARTIAL per event, FINAL for the terminal one.
+      if (monitor && (items[2].revents & ZMQ_POLLIN)) monitor->Drain();
       if (items[1].revents & ZMQ_POLLIN) {
         for (;;) {
           zmq::message_t msg;

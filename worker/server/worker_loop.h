@@ -16,8 +16,10 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/curve_keys.h"
 #include "worker/server/engine.h"
 
 namespace gantry::server {
@@ -30,6 +32,8 @@ struct WorkerOptions {
   int threads_per_slot = 1;      // forward-pass threads of each slot
   int heartbeat_interval_ms = 1000;
   int liveness = 3;
+  // CURVE client keys when the router is a CURVE server (another host); unset: plain.
+  std::optional<CurveClientKeys> curve;
 };
 
 class WorkerLoop {

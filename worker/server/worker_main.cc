@@ -2,8 +2,11 @@
 //   gantry-worker --bundle DIR --router tcp://HOST:PORT [--slots N] [--threads T]
 //                 [--capacity TOKENS]
 //                 [--script FILE] [--worker-id ID]
+//                 [--curve-key FILE --router-key FILE]
 // Refuses to start when any pinned hash of the bundle does not match (exit 1, naming
 // the file and both hashes). --script selects the scripted sampler, a test double.
+// --curve-key (this worker's secret key, mode 0600) and --router-key (the router's
+// public key) make the connection CURVE-encrypted, for a router on another host.
 #include <csignal>
 #include <cstdio>
 #include <algorithm>
@@ -24,7 +27,7 @@ void OnSignal(int) {
 
 int main(int argc, char** argv) {
   gantry::InitLogging("worker");
-  std::string bundle_dir, script;
+  std::string bundle_dir, script, curve_key, router_key;
   bool threads_set = false;
   gantry::server::WorkerOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
     else if (a == "--router") options.router_endpoint = v;
     else if (a == "--script") script = v;
     else if (a == "--worker-id") options.worker_id = v;
+    else if (a == "--curve-key") curve_key = v;
+    else if (a == "--router-key") router_key = v;
     else if (a == "--slots") ok = absl::SimpleAtoi(v, &options.slots) && options.slots > 0 && options.slots <= 64;
     else if (a == "--threads") ok = (threads_set = true) && absl::SimpleAtoi(v, &options.threads_per_slot) && options.threads_per_slot > 0 && options.threads_per_slot <= 256;
     else if (a == "--capacity") ok = absl::SimpleAtoi(v, &options.capacity_per_slot) && options.capacity_per_slot > 0;
@@ -50,8 +55,21 @@ int main(int argc, char** argv) {
   }
   if (bundle_dir.empty() || options.router_endpoint.empty()) {
     std::fprintf(stderr, "usage: gantry-worker --bundle DIR --router ENDPOINT [--slots N] "
-                         "[--threads T] [--capacity TOKENS] [--script FILE] [--worker-id ID]\n");
+                         "[--threads T] [--capacity TOKENS] [--script FILE] [--worker-id ID]\n"
+                         "       [--curve-key FILE --router-key FILE]\n");
     return 2;
+  }
+  if (curve_key.empty() != router_key.empty()) {
+    std::fprintf(stderr, "gantry-worker: --curve-key and --router-key go together\n");
+    return 2;
+  }
+  if (!curve_key.empty()) {
+    auto keys = gantry::ReadCurveClientKeys(curve_key, router_key);
+    if (!keys.ok()) {
+      std::fprintf(stderr, "gantry-worker: %s\n", keys.status().ToString().c_str());
+      return 1;
+    }
+    options.curve = std::move(*keys);
   }
   auto loaded = gantry::server::LoadedBundle::Load(bundle_dir, script);
   if (!loaded.ok()) {

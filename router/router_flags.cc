@@ -1,0 +1,78 @@
+#include "router/router_flags.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/curve_keys.h"
+
+namespace gantry::router {
+
+const char* RouterUsage() {
+  return "usage: gantry-router --policy FILE --models FILE [--listen 127.0.0.1:8080]\n"
+         "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n"
+         "       [--curve-key ROUTER.key --worker-keys ALLOWLIST] [--insecure-workers]\n"
+         "       [--tls-cert CERT.pem --tls-key KEY.pem]\n";
+}
+
+absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args) {
+  RouterFlags flags;
+  const std::pair<const char*, std::string*> with_value[] = {
+      {"--listen", &flags.listen},         {"--workers", &flags.workers},
+      {"--policy", &flags.policy_path},    {"--models", &flags.models_path},
+      {"--ledger", &flags.ledger_url},     {"--ledger-spool", &flags.spool_dir},
+      {"--curve-key", &flags.curve_key},   {"--worker-keys", &flags.worker_keys},
+      {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "--insecure-workers") {
+      flags.insecure_workers = true;
+      continue;
+    }
+    std::string* target = nullptr;
+    for (const auto& [name, field] : with_value) {
+      if (flag == name) target = field;
+    }
+    if (target == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
+    if (i + 1 >= args.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    }
+    *target = args[++i];
+  }
+  if (flags.policy_path.empty() || flags.models_path.empty()) {
+    return absl::InvalidArgumentError("--policy and --models are required");
+  }
+  if (flags.curve_key.empty() != flags.worker_keys.empty()) {
+    return absl::InvalidArgumentError("--curve-key and --worker-keys go together");
+  }
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  size_t colon = flags.listen.rfind(':');
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(flags.listen.substr(colon + 1), &flags.http_port) ||
+      flags.http_port < 0 || flags.http_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT"));
+  }
+  flags.http_host = flags.listen.substr(0, colon);
+  return flags;
+}
+
+absl::StatusOr<broker::BrokerOptions> BrokerOptionsFromFlags(const RouterFlags& flags) {
+  broker::BrokerOptions options;
+  options.endpoint = flags.workers;
+  options.allow_insecure_remote = flags.insecure_workers;
+  if (!flags.curve_key.empty()) {
+    broker::CurveServerOptions curve;
+    auto secret = ReadCurveSecretKeyFile(flags.curve_key);
+    if (!secret.ok()) return secret.status();
+    curve.secret_key_z85 = std::move(*secret);
+    auto allowed = ReadCurveAllowListFile(flags.worker_keys);
+    if (!allowed.ok()) return allowed.status();
+    curve.allowed_worker_keys_z85 = std::move(*allowed);
+    options.curve = std::move(curve);
+  }
+  return options;
+}
+
+}  // namespace gantry::router

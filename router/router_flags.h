@@ -1,0 +1,50 @@
+// gantry-router's command line (docs/router.md): parsing and checking of the flags, and
+// the key files they name turned into broker options. Kept out of router_main.cc so
+// that main only wires, and so that a test can check every refusal.
+//
+// Thread-safety: plain functions and values.
+#ifndef GANTRY_ROUTER_ROUTER_FLAGS_H_
+#define GANTRY_ROUTER_ROUTER_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "router/broker/broker.h"
+
+namespace gantry::router {
+
+struct RouterFlags {
+  std::string listen = "127.0.0.1:8080";
+  std::string workers = "tcp://127.0.0.1:5555";
+  std::string policy_path;
+  std::string models_path;
+  std::string ledger_url;
+  std::string spool_dir = "/var/lib/gantry/spool";
+  std::string curve_key;       // the router's CURVE secret key file
+  std::string worker_keys;     // allow-list of worker public keys
+  bool insecure_workers = false;
+  std::string tls_cert;        // PEM certificate chain for the HTTP listener
+  std::string tls_key;         // PEM private key
+  // Parsed from `listen`.
+  std::string http_host;
+  int http_port = 0;
+};
+
+// The usage text (for exit status 2).
+const char* RouterUsage();
+
+// `args` without the program name.
+// Errors: INVALID_ARGUMENT naming the flag: unknown flag, missing value, --policy or
+// --models missing, --curve-key without --worker-keys (or the reverse), --tls-cert
+// without --tls-key (or the reverse), --listen not HOST:PORT.
+absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args);
+
+// The broker's options: endpoint, CURVE keys read from the files (ReadCurveSecretKeyFile,
+// ReadCurveAllowListFile), and whether a non-local endpoint without CURVE is allowed.
+// Errors: those of the key readers (invalid_key_file, NOT_FOUND).
+absl::StatusOr<broker::BrokerOptions> BrokerOptionsFromFlags(const RouterFlags& flags);
+
+}  // namespace gantry::router
+
+#endif  // GANTRY_ROUTER_ROUTER_FLAGS_H_

@@ -1,0 +1,76 @@
+#include "router/router_flags.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "common/curve_keys.h"
+#include "common/status.h"
+#include "gtest/gtest.h"
+
+namespace gantry::router {
+namespace {
+
+std::vector<std::string> Base(std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"--policy", "p.yaml", "--models", "m.json"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::string Error(const std::vector<std::string>& args) {
+  auto flags = ParseRouterFlags(args);
+  return flags.ok() ? "" : std::string(flags.status().message());
+}
+
+TEST(RouterFlags, DefaultsAndValues) {
+  auto flags = ParseRouterFlags(Base({"--listen", "0.0.0.0:8443", "--insecure-workers",
+                                      "--tls-cert", "c.pem", "--tls-key", "k.pem"}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->http_host, "0.0.0.0");
+  EXPECT_EQ(flags->http_port, 8443);
+  EXPECT_TRUE(flags->insecure_workers);
+  EXPECT_EQ(flags->workers, "tcp://127.0.0.1:5555");
+  EXPECT_EQ(flags->tls_cert, "c.pem");
+}
+
+TEST(RouterFlags, Refusals) {
+  EXPECT_NE(Error(Base({"--bogus", "x"})).find("unknown flag --bogus"), std::string::npos);
+  EXPECT_NE(Error(Base({"--workers"})).find("--workers needs a value"), std::string::npos);
+  EXPECT_NE(Error({"--models", "m.json"}).find("--policy and --models"), std::string::npos);
+  EXPECT_NE(Error(Base({"--curve-key", "r.key"})).find("go together"), std::string::npos);
+  EXPECT_NE(Error(Base({"--worker-keys", "w.allow"})).find("go together"), std::string::npos);
+  EXPECT_NE(Error(Base({"--tls-key", "k.pem"})).find("go together"), std::string::npos);
+  EXPECT_NE(Error(Base({"--listen", "8080"})).find("HOST:PORT"), std::string::npos);
+  EXPECT_NE(Error(Base({"--listen", "h:99999"})).find("HOST:PORT"), std::string::npos);
+}
+
+TEST(RouterFlags, KeyFilesBecomeBrokerOptions) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string prefix = dir + "/router_" + std::to_string(getpid());
+  auto router_keys = GenerateCurveKeyPair();
+  auto worker_keys = GenerateCurveKeyPair();
+  ASSERT_TRUE(WriteCurveKeyPair(prefix, *router_keys).ok());
+  std::ofstream(prefix + ".allow") << "# one worker\n" << worker_keys->public_z85 << "\n";
+
+  auto flags = ParseRouterFlags(Base({"--workers", "tcp://10.1.2.3:5555", "--curve-key",
+                                      prefix + ".key", "--worker-keys", prefix + ".allow"}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  auto options = BrokerOptionsFromFlags(*flags);
+  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_TRUE(options->curve.has_value());
+  EXPECT_EQ(options->curve->secret_key_z85, router_keys->secret_z85);
+  EXPECT_EQ(options->curve->allowed_worker_keys_z85,
+            std::vector<std::string>{worker_keys->public_z85});
+  EXPECT_FALSE(options->allow_insecure_remote);
+
+  flags->worker_keys = prefix + ".missing";
+  EXPECT_TRUE(absl::IsNotFound(BrokerOptionsFromFlags(*flags).status()));
+  flags->worker_keys = prefix + ".allow";
+  ASSERT_EQ(chmod((prefix + ".key").c_str(), 0644), 0);
+  EXPECT_EQ(ReasonOf(BrokerOptionsFromFlags(*flags).status()), "invalid_key_file");
+}
+
+}  // namespace
+}  // namespace gantry::router
