@@ -13,18 +13,29 @@
 // <tool_call>) are still matched, as in HF. Callers that tokenize user content must
 // set split_special unless policy says otherwise.
 //
-// GGUF vocabularies (FromGguf, or Load() given a .gguf file): tokenizer.ggml.model
-// "gpt2" (byte-level BPE) with tokenizer.ggml.pre "qwen2", "llama-bpe" (also "llama3",
-// "llama-v3") or "gpt-2" builds the pipeline that family's tokenizer.json has, so the ids
-// equal Hugging Face's: the same Split regex, the same normalizer (Qwen2's NFC: llama.cpp
-// skips it, HF applies it, and HF is the reference) and ignore_merges for Llama 3.
-// Token types: NORMAL -> model vocabulary; CONTROL -> special added token; USER_DEFINED
-// -> non-special added token; UNUSED -> no token. bos/eos from tokenizer.ggml.*_token_id;
-// add_special adds BOS/EOS when tokenizer.ggml.add_bos_token / add_eos_token say so.
+// GGUF vocabularies (FromGguf, or Load() given a .gguf file):
+// - tokenizer.ggml.model "gpt2" (byte-level BPE) with tokenizer.ggml.pre "qwen2",
+//   "llama-bpe" (also "llama3", "llama-v3") or "gpt-2" builds the pipeline that family's
+//   tokenizer.json has, so the ids equal Hugging Face's: the same Split regex, the same
+//   normalizer (Qwen2's NFC: llama.cpp skips it, HF applies it, and HF is the reference)
+//   and ignore_merges for Llama 3. Token types: NORMAL -> model vocabulary; CONTROL ->
+//   special added token; USER_DEFINED -> non-special added token; UNUSED -> no token.
+// - tokenizer.ggml.model "llama" (SentencePiece BPE: Llama 2, Mistral, Gemma) builds what
+//   HF's converter writes for such a model: merges rebuilt from tokenizer.ggml.scores
+//   (spm_merges.h), byte fallback to <0xXX> pieces, spaces as U+2581 with one prepended
+//   unless tokenizer.ggml.add_space_prefix is false (Gemma), and the decoder undoing it.
+//   Every piece but UNUSED ones is in the model vocabulary; CONTROL / USER_DEFINED are
+//   also (special / non-special) added tokens and rank above scored pieces in merges;
+//   the spaces llama.cpp's converter writes into user-defined pieces are read back as
+//   U+2581 (so a user-defined piece that really holds a space is not matched as typed).
+// bos/eos from tokenizer.ggml.*_token_id; add_special adds BOS/EOS when
+// tokenizer.ggml.add_bos_token / add_eos_token say so (absent: BOS for SentencePiece,
+// as llama.cpp defaults, nothing for byte-level).
 // Known difference: a GGUF's token types come from its converter, which marks every
-// "<|...|>" added token CONTROL; HF keeps some of them non-special (Qwen's
-// <|fim_prefix|>), so with split_special those few are text here but tokens in HF.
-// SentencePiece GGUFs ("llama") and other pre-tokenizers are UNIMPLEMENTED.
+// "<|...|>" (and Gemma's "<unusedN>", "<mask>") added token CONTROL; HF keeps some of
+// them non-special (Qwen's <|fim_prefix|>), so with split_special those few are text
+// here but tokens in HF. Other tokenizer.ggml.model values and pre-tokenizers are
+// UNIMPLEMENTED.
 //
 // Thread-safety: a loaded Tokenizer is immutable (its per-word cache is internally
 // synchronized); Encode/Decode may run from many threads. A StreamDecoder is not

@@ -5,18 +5,29 @@
 // "ids_split_special" variants; plus texts outside the corpus (non-NFC input) and the
 // refusals for bad or unsupported GGUF tokenizers.
 //
+// SentencePiece: for Mistral (reference "llama2") and Gemma 3, a tokenizer-only GGUF
+// written here the way llama.cpp's converter writes a SentencePiece vocabulary
+// (tokenizer.ggml.model "llama", pieces, scores, types, add_space_prefix; no merges)
+// gives the expected HF ids in all three variants. The real scores live in the model's
+// tokenizer.model, which the reference folder lacks; the stand-in score of a piece is
+// minus the rank of its first merge in tokenizer.json, so the GGUF carries the ranking
+// HF's converter derived from the real ones.
+//
 // Needs $GANTRY_REFERENCE_DIR/tokenizers/<name>/ (fails, does not skip, without it).
 #include <dirent.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "common/json.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
@@ -46,8 +57,103 @@ std::string ReferenceDir() {
   return root == nullptr ? "" : root;
 }
 
+// tokenizer.json's "merges" entry as its two parts ("a b" or ["a", "b"]).
+std::pair<std::string, std::string> MergeParts(const json::Value& m) {
+  if (m.is_string()) {
+    const std::string& s = m.as_string();
+    size_t space = s.find(' ');
+    return {s.substr(0, space), s.substr(space + 1)};
+  }
+  return {m.items()[0].as_string(), m.items()[1].as_string()};
+}
+
+// Special enough for llama.cpp's converter to mark CONTROL whatever the file says.
+bool LooksSpecial(const std::string& t) {
+  auto wrapped = [&](const std::string& open, const std::string& close) {
+    return t.size() >= open.size() + close.size() && t.compare(0, open.size(), open) == 0 &&
+           t.compare(t.size() - close.size(), close.size(), close) == 0;
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<ï½", "ï½>") || wrapped("<unused", ">");
+}
+
+// A tokenizer-only GGUF of a SentencePiece-style tokenizer.json (byte fallback), with
+// the metadata llama.cpp's converter writes for one (see the top of this file).
+absl::Status WriteSentencePieceGguf(const std::string& dir, const std::string& path) {
+  GANTRY_ASSIGN_OR_RETURN(json::Value tj, json::Parse(ReadAll(dir + "/tokenizer.json")));
+  GANTRY_ASSIGN_OR_RETURN(json::Value config, json::Parse(ReadAll(dir + "/tokenizer_config.json")));
+  const json::Value& model = *tj.Find("model");
+  std::map<std::string, int64_t> first_merge;
+  const auto& merges = model.Find("merges")->items();
+  for (size_t i = 0; i < merges.size(); ++i) {
+    auto [l, r] = MergeParts(merges[i]);
+    first_merge.emplace(l + r, static_cast<int64_t>(i));
+  }
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<float> scores;
+  auto slot = [&](int64_t id) {
+    while (static_cast<int64_t>(tokens.size()) <= id) {
+      tokens.push_back("[PAD" + std::to_string(tokens.size()) + "]");
+      types.push_back(5);  // UNUSED
+      scores.push_back(-10000.0f);
+    }
+  };
+  const std::string unk = model.Find("unk_token")->as_string();
+  for (const auto& [piece, id_value] : model.Find("vocab")->members()) {
+    int64_t id = *id_value.as_int64();
+    slot(id);
+    tokens[id] = piece;
+    bool byte = piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>';
+    types[id] = byte ? 6 : piece == unk ? 2 : 1;
+    auto merge = first_merge.find(piece);
+    scores[id] = types[id] != 1                ? 0.0f
+                 : merge != first_merge.end() ? -static_cast<float>(merge->second)
+                                              : -static_cast<float>(merges.size() + id);
+  }
+  for (const json::Value& added : tj.Find("added_tokens")->items()) {
+    int64_t id = *added.Find("id")->as_int64();
+    std::string content = added.Find("content")->as_string();
+    slot(id);
+    if (added.Find("special")->as_bool() || LooksSpecial(content)) {
+      types[id] = 3;  // CONTROL
+    } else {
+      types[id] = 4;  // USER_DEFINED, spaces "pre-normalized" as the converter does
+      content = absl::StrReplaceAll(content, {{"â", " "}});
+    }
+    tokens[id] = content;
+    scores[id] = -1000.0f;
+  }
+  auto id_of = [&](const char* key) -> int64_t {
+    const json::Value* v = config.Find(key);
+    if (v == nullptr || !v->is_string()) return -1;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] == v->as_string()) return static_cast<int64_t>(i);
+    }
+    return -1;
+  };
+  const json::Value* normalizer = tj.Find("normalizer");
+  bool prepends = normalizer != nullptr && json::DumpCompact(*normalizer).find("Prepend") != std::string::npos;
+  gguf::GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddString("tokenizer.ggml.pre", "default");
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  w.AddFloat32Array("tokenizer.ggml.scores", scores);
+  w.AddInt32Array("tokenizer.ggml.token_type", types);
+  for (auto [key, name] : {std::pair<const char*, const char*>{"bos_token", "tokenizer.ggml.bos_token_id"},
+                           {"eos_token", "tokenizer.ggml.eos_token_id"},
+                           {"unk_token", "tokenizer.ggml.unknown_token_id"}}) {
+    if (int64_t id = id_of(key); id >= 0) w.AddUint32(name, static_cast<uint32_t>(id));
+  }
+  w.AddBool("tokenizer.ggml.add_bos_token", config.Find("add_bos_token")->as_bool());
+  w.AddBool("tokenizer.ggml.add_eos_token", config.Find("add_eos_token")->as_bool());
+  if (!prepends) w.AddBool("tokenizer.ggml.add_space_prefix", false);
+  return w.WriteFile(path);
+}
+
 struct Pair {
-  std::unique_ptr<Tokenizer> json;  // from tokenizer.json
+  std::unique_ptr<Tokenizer> json;  // from tokenizer.json (byte-level pairs only)
   std::unique_ptr<Tokenizer> gguf;  // from the make-test-model GGUF
   std::string gguf_path;
 };
@@ -62,13 +168,23 @@ Pair* GetPair(const std::string& name) {
     return nullptr;
   }
   std::string dir = ReferenceDir() + "/tokenizers/" + name;
+  Pair pair;
+  pair.gguf_path = TempDir() + "/" + name + ".gguf";
+  if (name == "llama2" || name == "gemma3") {
+    absl::Status written = WriteSentencePieceGguf(dir, pair.gguf_path);
+    auto gguf = written.ok() ? Tokenizer::Load(pair.gguf_path) : absl::StatusOr<std::unique_ptr<Tokenizer>>(written);
+    if (!gguf.ok()) {
+      ADD_FAILURE() << name << ": " << gguf.status();
+      return nullptr;
+    }
+    pair.gguf = std::move(gguf).value();
+    return &((*cache)[name] = std::move(pair));
+  }
   testmodel::TestModelOptions o;
   o.tokenizer_dir = dir;
   o.arch = name == "qwen3" ? "qwen3" : "llama";
   o.n_layer = 1;
   o.n_embd = 64;
-  Pair pair;
-  pair.gguf_path = TempDir() + "/" + name + ".gguf";
   auto made = testmodel::MakeTestModel(o, pair.gguf_path);
   if (!made.ok()) {
     ADD_FAILURE() << "make-test-model " << name << ": " << made.status();
@@ -99,10 +215,13 @@ std::vector<std::string> CaseNames(const std::string& tokenizer) {
   return names;
 }
 
-void RunCorpus(const std::string& name, bool split_special) {
+enum class Variant { kIds, kSplitSpecial, kAddSpecial };
+
+void RunCorpus(const std::string& name, Variant variant) {
   Pair* pair = GetPair(name);
   if (pair == nullptr) return;
-  const char* key = split_special ? "ids_split_special" : "ids";
+  const char* key = variant == Variant::kIds ? "ids" : variant == Variant::kSplitSpecial ? "ids_split_special"
+                                                                                         : "ids_add_special";
   std::vector<std::string> cases = CaseNames(name);
   ASSERT_FALSE(cases.empty());
   int passed = 0;
@@ -113,23 +232,39 @@ void RunCorpus(const std::string& name, bool split_special) {
     for (const json::Value& id : expected->Find(key)->items()) want.push_back(static_cast<int32_t>(*id.as_int64()));
     std::string text = ReadAll(std::string(kData) + "/corpus/" + c + ".txt");
     EncodeOptions options;
-    options.split_special = split_special;
+    options.split_special = variant == Variant::kSplitSpecial;
+    options.add_special = variant == Variant::kAddSpecial;
     auto from_gguf = pair->gguf->Encode(text, options);
-    auto from_json = pair->json->Encode(text, options);
-    ASSERT_TRUE(from_gguf.ok() && from_json.ok()) << c;
-    EXPECT_EQ(*from_gguf, *from_json) << name << " " << key << " " << c << ": GGUF differs from tokenizer.json";
+    ASSERT_TRUE(from_gguf.ok()) << c << ": " << from_gguf.status();
     EXPECT_EQ(*from_gguf, want) << name << " " << key << " " << c << ": GGUF differs from Hugging Face";
-    auto decoded = pair->gguf->Decode(*from_gguf);
-    EXPECT_TRUE(decoded.ok() && *decoded == *pair->json->Decode(*from_json)) << name << " " << c << " decode";
-    if (*from_gguf == *from_json && *from_gguf == want) ++passed;
+    bool same = *from_gguf == want;
+    if (pair->json != nullptr) {
+      auto from_json = pair->json->Encode(text, options);
+      ASSERT_TRUE(from_json.ok()) << c;
+      EXPECT_EQ(*from_gguf, *from_json) << name << " " << key << " " << c << ": GGUF differs from tokenizer.json";
+      auto decoded = pair->gguf->Decode(*from_gguf);
+      EXPECT_TRUE(decoded.ok() && *decoded == *pair->json->Decode(*from_json)) << name << " " << c << " decode";
+      same = same && *from_gguf == *from_json;
+    } else if (const json::Value* text_back = expected->Find("decoded"); text_back != nullptr &&
+                                                                        variant == Variant::kIds) {
+      auto decoded = pair->gguf->Decode(*from_gguf);
+      EXPECT_TRUE(decoded.ok() && *decoded == text_back->as_string()) << name << " " << c << " decode";
+    }
+    if (same) ++passed;
   }
   std::printf("gguf %s %s: %d/%zu cases equal tokenizer.json and HF\n", name.c_str(), key, passed, cases.size());
 }
 
-TEST(TokenizerGguf, Qwen3Ids) { RunCorpus("qwen3", false); }
-TEST(TokenizerGguf, Qwen3SplitSpecial) { RunCorpus("qwen3", true); }
-TEST(TokenizerGguf, Llama3Ids) { RunCorpus("llama3", false); }
-TEST(TokenizerGguf, Llama3SplitSpecial) { RunCorpus("llama3", true); }
+TEST(TokenizerGguf, Qwen3Ids) { RunCorpus("qwen3", Variant::kIds); }
+TEST(TokenizerGguf, Qwen3SplitSpecial) { RunCorpus("qwen3", Variant::kSplitSpecial); }
+TEST(TokenizerGguf, Llama3Ids) { RunCorpus("llama3", Variant::kIds); }
+TEST(TokenizerGguf, Llama3SplitSpecial) { RunCorpus("llama3", Variant::kSplitSpecial); }
+TEST(TokenizerGguf, MistralSentencePieceIds) { RunCorpus("llama2", Variant::kIds); }
+TEST(TokenizerGguf, MistralSentencePieceSplitSpecial) { RunCorpus("llama2", Variant::kSplitSpecial); }
+TEST(TokenizerGguf, MistralSentencePieceAddSpecial) { RunCorpus("llama2", Variant::kAddSpecial); }
+TEST(TokenizerGguf, Gemma3SentencePieceIds) { RunCorpus("gemma3", Variant::kIds); }
+TEST(TokenizerGguf, Gemma3SentencePieceSplitSpecial) { RunCorpus("gemma3", Variant::kSplitSpecial); }
+TEST(TokenizerGguf, Gemma3SentencePieceAddSpecial) { RunCorpus("gemma3", Variant::kAddSpecial); }
 
 // Beyond the corpus: the normalizer (NFC for Qwen), digits, specials, added tokens.
 TEST(TokenizerGguf, ExtraTextsAndMetadata) {
@@ -172,6 +307,39 @@ TEST(TokenizerGguf, ExtraTextsAndMetadata) {
   EXPECT_EQ(*llama->gguf->TokenText(with_bos[0]), "<|begin_of_text|>");
 }
 
+// A hand-made SentencePiece vocabulary: the best-scored concatenation merges first, a
+// space prefix is added, unknown characters fall back to bytes, decoding undoes both.
+TEST(TokenizerGguf, SmallSentencePieceVocabulary) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "c",
+                                     "\xE2\x96\x81" "a", "ab", "bc", "\xE2\x96\x81" "ab", "<0xC3>", "<0xA9>"};
+  // "bc" (-1) beats "▁a" (-2) beats "ab" (-3): "▁abc" -> ▁a + bc, not ▁ab + c.
+  std::vector<float> scores = {0, 0, 0, -10, -10, -10, -10, -2, -3, -1, -4, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 6};
+  gguf::GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  w.AddFloat32Array("tokenizer.ggml.scores", scores);
+  w.AddInt32Array("tokenizer.ggml.token_type", types);
+  w.AddUint32("tokenizer.ggml.bos_token_id", 1);
+  w.AddUint32("tokenizer.ggml.eos_token_id", 2);
+  std::string path = TempDir() + "/small_spm.gguf";
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto t = Tokenizer::Load(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*(*t)->Encode("abc"), (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(*(*t)->Encode("ab a"), (std::vector<int32_t>{10, 7}));
+  EXPECT_EQ(*(*t)->Encode("\xC3\xA9"), (std::vector<int32_t>{3, 11, 12}));  // é: bytes
+  EncodeOptions add;
+  add.add_special = true;  // absent add_bos_token: BOS, as llama.cpp defaults for SentencePiece
+  EXPECT_EQ(*(*t)->Encode("abc", add), (std::vector<int32_t>{1, 7, 9}));
+  EXPECT_EQ(*(*t)->Decode({1, 7, 9, 3, 11, 12}, /*skip_special=*/true), "abc \xC3\xA9");
+  EXPECT_EQ(*(*t)->Encode("<s>x"), (std::vector<int32_t>{1, 3, 0}));  // x: unknown, no byte token
+  EncodeOptions split;
+  split.split_special = true;
+  EXPECT_NE(*(*t)->Encode("<s>", split), (std::vector<int32_t>{1}));
+}
+
 gguf::GgufWriter BaseWriter() {
   gguf::GgufWriter w;
   w.AddString("general.architecture", "qwen3");
@@ -184,6 +352,23 @@ absl::Status LoadWritten(const gguf::GgufWriter& w) {
   return Tokenizer::Load(path).status();
 }
 
+// Loading `w`'s file fails with `code` and a message naming `fragment`.
+void ExpectRefused(const gguf::GgufWriter& w, absl::StatusCode code, const std::string& fragment) {
+  absl::Status s = LoadWritten(w);
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_NE(s.message().find(fragment), std::string::npos) << s;
+}
+
+// A SentencePiece vocabulary "a", "b", "ab" with the given scores and types.
+gguf::GgufWriter SentencePieceWriter(const std::vector<float>& scores, const std::vector<int32_t>& types) {
+  gguf::GgufWriter w = BaseWriter();
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  if (!scores.empty()) w.AddFloat32Array("tokenizer.ggml.scores", scores);
+  if (!types.empty()) w.AddInt32Array("tokenizer.ggml.token_type", types);
+  return w;
+}
+
 TEST(TokenizerGguf, Refusals) {
   {
     gguf::GgufWriter w = BaseWriter();
@@ -193,11 +378,13 @@ TEST(TokenizerGguf, Refusals) {
   }
   {
     gguf::GgufWriter w = BaseWriter();
-    w.AddString("tokenizer.ggml.model", "llama");
-    absl::Status s = LoadWritten(w);
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
-    EXPECT_NE(s.message().find("SentencePiece"), std::string::npos) << s;
+    w.AddString("tokenizer.ggml.model", "bert");
+    ExpectRefused(w, absl::StatusCode::kUnimplemented, "\"bert\"");
   }
+  ExpectRefused(SentencePieceWriter({}, {}), absl::StatusCode::kInvalidArgument, "tokenizer.ggml.scores");
+  ExpectRefused(SentencePieceWriter({0, 0}, {}), absl::StatusCode::kInvalidArgument, "as long as");
+  ExpectRefused(SentencePieceWriter({0, 0, 0}, {1, 1, 9}), absl::StatusCode::kInvalidArgument, "unknown type 9");
+  EXPECT_TRUE(LoadWritten(SentencePieceWriter({0, 0, std::nanf("")}, {1, 1, 1})).ok());  // NaN: ranked last
   {
     gguf::GgufWriter w = BaseWriter();
     w.AddString("tokenizer.ggml.model", "gpt2");

@@ -385,11 +385,20 @@ void GgufWriter::AddStringArray(const std::string& key, const std::vector<std::s
 }
 
 void GgufWriter::AddInt32Array(const std::string& key, const std::vector<int32_t>& values) {
+  AddNumberArray(key, ValueType::kInt32, values);
+}
+
+void GgufWriter::AddFloat32Array(const std::string& key, const std::vector<float>& values) {
+  AddNumberArray(key, ValueType::kFloat32, values);
+}
+
+template <typename T>
+void GgufWriter::AddNumberArray(const std::string& key, ValueType type, const std::vector<T>& values) {
   PutString(&metadata_, key);
   Put<uint32_t>(&metadata_, static_cast<uint32_t>(ValueType::kArray));
-  Put<uint32_t>(&metadata_, static_cast<uint32_t>(ValueType::kInt32));
+  Put<uint32_t>(&metadata_, static_cast<uint32_t>(type));
   Put<uint64_t>(&metadata_, values.size());
-  for (int32_t v : values) Put<int32_t>(&metadata_, v);
+  for (T v : values) Put<T>(&metadata_, v);
   ++metadata_count_;
 }
 

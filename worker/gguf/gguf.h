@@ -112,6 +112,7 @@ class GgufWriter {
   void AddBool(const std::string& key, bool value);
   void AddStringArray(const std::string& key, const std::vector<std::string>& values);
   void AddInt32Array(const std::string& key, const std::vector<int32_t>& values);
+  void AddFloat32Array(const std::string& key, const std::vector<float>& values);
   // `data` holds the tensor in its type's encoding; its size must match dims and type.
   // Precondition (returned as INVALID_ARGUMENT): known type, dims[0] a multiple of the
   // block size, size consistent.
@@ -122,6 +123,10 @@ class GgufWriter {
   std::string Serialize() const;
 
  private:
+  // An array of `type` (kInt32 for int32_t, kFloat32 for float) holding `values`.
+  template <typename T>
+  void AddNumberArray(const std::string& key, ValueType type, const std::vector<T>& values);
+
   struct Tensor {
     std::string name;
     std::vector<uint64_t> dims;
