@@ -73,13 +73,6 @@ cat >"$tmp/models.json" <<JSON
 {"models": [{"name": "gantry-demo", "tokenizer_dir": "$tmp/bundle", "context_length": 4096,
              "tool_protocol": "hermes_json", "default_max_tokens": 256}]}
 JSON
-cat >"$tmp/rules.yaml" <<'YAML'
-version: 1
-name: harness-ro
-executables:
-  - id: cat
-    path: /usr/bin/cat
-YAML
 db="t_harness_$$_$RANDOM"
 psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" || { bad setup "create database"; finish; }
 ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
@@ -92,7 +85,7 @@ pids+=($!)
 worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
-sandbox-svc/gantry-sandbox --endpoint "tcp://127.0.0.1:$sport" --workers 2 --rules "$tmp/rules.yaml" \
+sandbox-svc/gantry-sandbox --endpoint "tcp://127.0.0.1:$sport" --workers 2 --policy deploy/demo/policy.yaml \
   >"$tmp/sandbox.log" 2>&1 &
 pids+=($!)
 ready() { for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && return 0; sleep 0.1; done; return 1; }
@@ -113,7 +106,7 @@ permissions:
     read: ["README.md", "src/**", "docs/**"]
   process:
     exec:
-      rule_set: harness-ro
+      rule_set: harness
       executables:
         - {id: cat, path: /usr/bin/cat, arg_patterns: ["src/*"]}
   network: deny
