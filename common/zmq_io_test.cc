@@ -22,6 +22,15 @@ class RouterEnvelopeTest : public ::testing::Test {
     if (!frames.ok()) return frames.status();
     return SplitRouterEnvelope(*std::move(frames));
   }
+  // Replies "pong" behind `envelope` and expects the peer to receive exactly that.
+  void ReplyReachesPeer(const std::vector<std::string>& envelope, zmq::socket_t& peer) {
+    std::vector<std::string> reply = envelope;
+    reply.push_back("pong");
+    ASSERT_TRUE(SendFrames(router_, reply).ok());
+    auto back = RecvFrames(peer, 5000);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, std::vector<std::string>{"pong"});
+  }
 
   zmq::context_t context_{1};
   zmq::socket_t router_{context_, zmq::socket_type::router};
@@ -39,12 +48,7 @@ TEST_F(RouterEnvelopeTest, ReqPeerKeepsTheDelimiterAndGetsItsReply) {
   ASSERT_EQ(split->envelope.size(), 2u);
   EXPECT_FALSE(split->envelope[0].empty());  // the identity ROUTER assigned
   EXPECT_EQ(split->envelope[1], "");
-  std::vector<std::string> reply = split->envelope;
-  reply.push_back("pong");
-  ASSERT_TRUE(SendFrames(router_, reply).ok());
-  auto back = RecvFrames(req, 5000);
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(*back, std::vector<std::string>{"pong"});
+  ReplyReachesPeer(split->envelope, req);
 }
 
 TEST_F(RouterEnvelopeTest, DealerPeerWithoutDelimiter) {
@@ -57,12 +61,7 @@ TEST_F(RouterEnvelopeTest, DealerPeerWithoutDelimiter) {
   ASSERT_TRUE(split.ok()) << split.status();
   EXPECT_EQ(split->envelope, std::vector<std::string>{"dealer-1"});
   EXPECT_EQ(split->body, "ping");
-  std::vector<std::string> reply = split->envelope;
-  reply.push_back("pong");
-  ASSERT_TRUE(SendFrames(router_, reply).ok());
-  auto back = RecvFrames(dealer, 5000);
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(*back, std::vector<std::string>{"pong"});
+  ReplyReachesPeer(split->envelope, dealer);
 }
 
 TEST_F(RouterEnvelopeTest, OtherShapesAreProtocolErrors) {
