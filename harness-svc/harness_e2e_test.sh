@@ -164,6 +164,15 @@ assert all(c["passed"] for c in fin["acceptance"]) and len(fin["acceptance"]) ==
 started = ev[0]["payload"]
 assert started["client_profile"] == "harness-e2e" and started["permissions"]["network"] == "deny"
 PY
+python3 - "$tmp/summary.json" <<'PY' && ok summary-turn-timings || bad summary-turn-timings "$(grep -o '"gantry.timings[^,]*' "$tmp/summary.json" | head)"
+import json, sys
+ev = json.load(open(sys.argv[1]))["events"]
+turns = [e["payload"] for e in ev if e["type"] == "turn.completed"]
+assert len(turns) == 3, len(turns)
+for t in turns:  # every turn streamed a first token, before the whole response ended
+    assert 0 < t["gantry.timings.first_token_us"] <= t["gantry.timings.response_us"], t
+    assert len(t["gantry.bundle.identity_sha256"]) == 64 and t["gen_ai.usage.input_tokens"] > 0, t
+PY
 
 # 2. A denied shell form (a pipeline through sh -c) the model recovers from.
 manifest recover "Inspect the sources (task two)." "[read_file, exec]" \
