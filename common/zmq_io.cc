@@ -84,4 +84,21 @@ bool IsLocalEndpoint(absl::string_view endpoint) {
   return dots == 3;
 }
 
+absl::StatusOr<RouterEnvelope> SplitRouterEnvelope(std::vector<std::string> frames) {
+  RouterEnvelope out;
+  if (frames.size() == 3 && frames[1].empty()) {
+    out.envelope = {std::move(frames[0]), ""};
+    out.body = std::move(frames[2]);
+    return out;
+  }
+  if (frames.size() == 2) {
+    out.envelope = {std::move(frames[0])};
+    out.body = std::move(frames[1]);
+    return out;
+  }
+  return ReasonError("protocol_error",
+                     absl::StrCat("expected [identity, \"\", body] or [identity, body], got ",
+                                  frames.size(), " frames"));
+}
+
 }  // namespace gantry

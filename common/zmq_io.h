@@ -40,6 +40,20 @@ absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int t
 // would block; INTERNAL on other socket errors.
 absl::Status SendFrames(zmq::socket_t& socket, const std::vector<std::string>& frames);
 
+// One request as received on a ROUTER socket: the envelope to send the reply behind
+// and the single body frame.
+struct RouterEnvelope {
+  std::vector<std::string> envelope;  // [identity, ""] from a REQ peer, [identity] from a DEALER
+  std::string body;
+};
+
+// Splits a message received on a ROUTER socket that serves one-frame requests:
+// [identity, "", body] (a REQ peer, whose delimiter the reply must mirror) or
+// [identity, body] (a DEALER peer that omits it). Reply with envelope + [reply body].
+// Errors: INVALID_ARGUMENT with reason "protocol_error" for any other shape (fewer than
+// 2 or more than 3 frames, or three frames whose middle one is not empty).
+absl::StatusOr<RouterEnvelope> SplitRouterEnvelope(std::vector<std::string> frames);
+
 // The endpoint a socket actually bound, e.g. "tcp://127.0.0.1:40123" after binding
 // "tcp://127.0.0.1:*".
 std::string LastEndpoint(zmq::socket_t& socket);

@@ -261,6 +261,9 @@ absl::StatusOr<TaskOutcome> AgentLoop::Run() {
       p.Set("tokens_reserved", Int(reserve));
       p.Set("tokens_used", Int(out.model_tokens));
       p.Set("tool_calls", Int(static_cast<int64_t>(reply->tool_calls.size())));
+      // Streaming timings as the harness saw them (the router's stream), per turn.
+      if (reply->first_token_us >= 0) p.Set("gantry.timings.first_token_us", Int(reply->first_token_us));
+      if (reply->response_us >= 0) p.Set("gantry.timings.response_us", Int(reply->response_us));
       p.Set("content", Str(Clip(reply->content, 16 << 10)));
       GANTRY_RETURN_IF_ERROR(sink_->Record("turn.completed", p));
     }

@@ -56,6 +56,9 @@ struct ModelReply {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   std::string system_fingerprint;  // the bundle identity
+  // Timings seen by the harness, in microseconds from sending the request; -1 unknown.
+  int64_t first_token_us = -1;  // the first content, reasoning or tool-call delta
+  int64_t response_us = -1;     // the whole response
 };
 
 class ModelClient {

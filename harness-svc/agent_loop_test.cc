@@ -122,6 +122,25 @@ TEST(AgentLoop, FinalAnswerAtOnce) {
   EXPECT_EQ(f.model.requests[0].Find("tools")->items().size(), 2u);
 }
 
+TEST(AgentLoop, TurnTimingsAreRecordedWhenKnown) {
+  Fixture f;
+  ModelReply timed = Call("call_a", "read_file", R"({"path": "README.md"})", 5);
+  timed.first_token_us = 1234;
+  timed.response_us = 5678;
+  f.model.replies.push_back(timed);
+  f.model.replies.push_back(Answer("done", 5));  // timings unknown: not recorded
+  ASSERT_TRUE(f.Run().ok());
+  std::vector<const json::Value*> turns;
+  for (const auto& [type, payload] : f.sink.events) {
+    if (type == "turn.completed") turns.push_back(&payload);
+  }
+  ASSERT_EQ(turns.size(), 2u);
+  ASSERT_NE(turns[0]->Find("gantry.timings.first_token_us"), nullptr);
+  EXPECT_EQ(*turns[0]->Find("gantry.timings.first_token_us")->as_int64(), 1234);
+  EXPECT_EQ(*turns[0]->Find("gantry.timings.response_us")->as_int64(), 5678);
+  EXPECT_EQ(turns[1]->Find("gantry.timings.first_token_us"), nullptr);
+}
+
 TEST(AgentLoop, ToolResultReturnsUnderTheSameCallId) {
   Fixture f;
   f.model.replies.push_back(Call("call_a", "read_file", R"({"path": "README.md"})", 20));

@@ -73,13 +73,6 @@ cat >"$tmp/models.json" <<JSON
 {"models": [{"name": "gantry-demo", "tokenizer_dir": "$tmp/bundle", "context_length": 4096,
              "tool_protocol": "hermes_json", "default_max_tokens": 256}]}
 JSON
-cat >"$tmp/rules.yaml" <<'YAML'
-version: 1
-name: harness-ro
-executables:
-  - id: cat
-    path: /usr/bin/cat
-YAML
 db="t_harness_$$_$RANDOM"
 psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" || { bad setup "create database"; finish; }
 ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
@@ -92,7 +85,7 @@ pids+=($!)
 worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
-sandbox-svc/gantry-sandbox --endpoint "tcp://127.0.0.1:$sport" --workers 2 --rules "$tmp/rules.yaml" \
+sandbox-svc/gantry-sandbox --endpoint "tcp://127.0.0.1:$sport" --workers 2 --policy deploy/demo/policy.yaml \
   >"$tmp/sandbox.log" 2>&1 &
 pids+=($!)
 ready() { for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && return 0; sleep 0.1; done; return 1; }
@@ -113,7 +106,7 @@ permissions:
     read: ["README.md", "src/**", "docs/**"]
   process:
     exec:
-      rule_set: harness-ro
+      rule_set: harness
       executables:
         - {id: cat, path: /usr/bin/cat, arg_patterns: ["src/*"]}
   network: deny
@@ -170,6 +163,15 @@ assert fin["status"] == "completed" and fin["files_read"] == ["README.md", "src/
 assert all(c["passed"] for c in fin["acceptance"]) and len(fin["acceptance"]) == 3
 started = ev[0]["payload"]
 assert started["client_profile"] == "harness-e2e" and started["permissions"]["network"] == "deny"
+PY
+python3 - "$tmp/summary.json" <<'PY' && ok summary-turn-timings || bad summary-turn-timings "$(grep -o '"gantry.timings[^,]*' "$tmp/summary.json" | head)"
+import json, sys
+ev = json.load(open(sys.argv[1]))["events"]
+turns = [e["payload"] for e in ev if e["type"] == "turn.completed"]
+assert len(turns) == 3, len(turns)
+for t in turns:  # every turn streamed a first token, before the whole response ended
+    assert 0 < t["gantry.timings.first_token_us"] <= t["gantry.timings.response_us"], t
+    assert len(t["gantry.bundle.identity_sha256"]) == 64 and t["gen_ai.usage.input_tokens"] > 0, t
 PY
 
 # 2. A denied shell form (a pipeline through sh -c) the model recovers from.

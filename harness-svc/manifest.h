@@ -35,8 +35,9 @@ struct ModelSpec {
 };
 
 struct ExecPermission {
-  // The sandbox service's rule set (ToolGrant.exec_rules) that must also allow each
-  // command: the harness decides with `rules`, the sandbox decides again with its set.
+  // ToolGrant.exec_rules: the principal whose command grants in the sandbox service's
+  // policy must also allow each command. The harness decides with `rules`, the sandbox
+  // decides again with that principal's grants.
   std::string rule_set;
   sandbox::CommandRules rules;  // rules.name == rule_set
 };

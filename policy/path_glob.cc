@@ -72,6 +72,34 @@ bool IsCleanPath(absl::string_view path) {
   return true;
 }
 
+std::string AbsoluteCleanPath(absl::string_view cwd, absl::string_view operand) {
+  if (operand.empty() || (operand[0] != '/' && (cwd.empty() || cwd[0] != '/'))) return "";
+  std::vector<absl::string_view> parts;
+  auto add = [&parts](absl::string_view path) {
+    size_t start = 0;
+    while (start <= path.size()) {
+      size_t end = path.find('/', start);
+      if (end == absl::string_view::npos) end = path.size();
+      absl::string_view segment = path.substr(start, end - start);
+      if (segment == "..") {
+        if (!parts.empty()) parts.pop_back();
+      } else if (!segment.empty() && segment != ".") {
+        parts.push_back(segment);
+      }
+      start = end + 1;
+    }
+  };
+  if (operand[0] != '/') add(cwd);
+  add(operand);
+  std::string out;
+  for (absl::string_view part : parts) {
+    out.push_back('/');
+    out.append(part.data(), part.size());
+  }
+  if (out.empty()) out = "/";
+  return IsCleanPath(out) ? out : "";
+}
+
 bool GlobMatch(absl::string_view pattern, absl::string_view path) {
   if (!IsCleanPath(path)) return false;
   Matcher matcher(pattern, path);

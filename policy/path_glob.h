@@ -14,12 +14,20 @@
 #ifndef GANTRY_POLICY_PATH_GLOB_H_
 #define GANTRY_POLICY_PATH_GLOB_H_
 
+#include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace gantry::policy {
 
 // Whether `path` is clean in the sense above.
 bool IsCleanPath(absl::string_view path);
+
+// `operand` as an absolute clean path: itself when absolute, else joined to `cwd`
+// (absolute); "." segments dropped, ".." pops one (at "/" it stays, as the kernel
+// does). Lexical only: symlinks are not read. "" when the result is not clean (a NUL
+// byte, longer than 4096 bytes) or `cwd` is not absolute for a relative operand.
+std::string AbsoluteCleanPath(absl::string_view cwd, absl::string_view operand);
 
 // Whether `path` is clean and matches `pattern`. Cost O(|pattern| * |path|) time and
 // space; paths longer than 4096 bytes never match.

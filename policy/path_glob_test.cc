@@ -37,6 +37,18 @@ TEST(PathGlobTest, UncleanPathsNeverMatch) {
   EXPECT_FALSE(IsCleanPath(".."));
 }
 
+TEST(PathGlobTest, AbsoluteCleanPathJoinsAndCleansLexically) {
+  EXPECT_EQ(AbsoluteCleanPath("/workspace", "a.txt"), "/workspace/a.txt");
+  EXPECT_EQ(AbsoluteCleanPath("/workspace/src", "./x/../y"), "/workspace/src/y");
+  EXPECT_EQ(AbsoluteCleanPath("/workspace", "../etc/passwd"), "/etc/passwd");
+  EXPECT_EQ(AbsoluteCleanPath("/workspace", "/../../etc//shadow"), "/etc/shadow");
+  EXPECT_EQ(AbsoluteCleanPath("/workspace", "."), "/workspace");
+  EXPECT_EQ(AbsoluteCleanPath("/", ".."), "/");
+  EXPECT_EQ(AbsoluteCleanPath("relative", "a"), "");
+  EXPECT_EQ(AbsoluteCleanPath("/workspace", ""), "");
+  EXPECT_EQ(AbsoluteCleanPath("/workspace", std::string("a\0b", 3)), "");
+}
+
 TEST(PathGlobTest, ManyStarsStayFast) {
   std::string pattern = "/" + std::string(50, '*') + "b";
   EXPECT_FALSE(GlobMatch(pattern, "/" + std::string(3000, 'a')));

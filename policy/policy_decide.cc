@@ -32,11 +32,18 @@ const Principal* FindPrincipal(const Snapshot& s, const PolicyRequest& r) {
 }
 
 // Whether command-line argument `arg` is, or contains, flag `flag`. Long flags also
-// match "--flag=value"; a two-character short flag "-x" matches any single-dash
-// cluster containing x ("-ax", "-xVALUE"). Over-matching is deliberate: it only makes a
-// forbidden flag deny more.
+// match "--flag=value" and an abbreviation of at least three characters ("--outp" for
+// "--output", as GNU getopt accepts unique prefixes); a two-character short flag "-x"
+// matches any single-dash cluster containing x ("-ax", "-xVALUE"). Over-matching is
+// deliberate: it only makes a forbidden flag deny more.
 bool FlagMatches(absl::string_view arg, absl::string_view flag) {
   if (arg == flag) return true;
+  if (flag.size() > 2 && flag.substr(0, 2) == "--" && arg.size() > 2 && arg.substr(0, 2) == "--") {
+    absl::string_view name = arg.substr(0, arg.find('='));
+    if (name.size() >= 3 && name.size() <= flag.size() && flag.substr(0, name.size()) == name) {
+      return true;
+    }
+  }
   if (arg.size() > flag.size() && arg.substr(0, flag.size()) == flag &&
       arg[flag.size()] == '=') {
     return true;
@@ -203,8 +210,8 @@ bool DecideTool(const Principal& p, const ToolCallRequest& call, Decision& d,
   return true;
 }
 
-bool DecideCommand(const Principal& p, const std::vector<std::string>& argv, Decision& d,
-                   std::string* allow_rule) {
+bool DecideCommand(const Principal& p, const std::vector<std::string>& argv,
+                   absl::string_view cwd, Decision& d, std::string* allow_rule) {
   if (argv.empty()) {
     Deny(d, "request", "invalid_request", "a command has an empty argv");
     return false;
@@ -234,7 +241,7 @@ bool DecideCommand(const Principal& p, const std::vector<std::string>& argv, Dec
     std::string first_why;
     const CommandRule* matched = nullptr;
     for (const CommandRule& rule : grant.rules) {
-      std::string why = CommandRuleMismatch(rule, argv);
+      std::string why = CommandRuleMismatch(rule, argv, cwd);
       if (why.empty()) {
         matched = &rule;
         break;
@@ -254,7 +261,8 @@ bool DecideCommand(const Principal& p, const std::vector<std::string>& argv, Dec
 
 }  // namespace
 
-std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv) {
+std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv,
+                                absl::string_view cwd) {
   if (argv.empty() || argv[0] != rule.executable) return "a different executable";
   if (rule.max_args >= 0 && static_cast<int64_t>(argv.size()) - 1 > rule.max_args) {
     return absl::StrCat("more than ", rule.max_args, " arguments");
@@ -293,9 +301,11 @@ std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::
     }
     if (!rule.operand_globs.empty()) {
       bool any = false;
-      for (const std::string& glob : rule.operand_globs) any = any || GlobMatch(glob, arg);
+      const std::string path = cwd.empty() ? arg : AbsoluteCleanPath(cwd, arg);
+      for (const std::string& glob : rule.operand_globs) any = any || GlobMatch(glob, path);
       if (!any) {
-        return absl::StrCat("operand '", arg, "' matches none of [",
+        const std::string shown = path == arg ? "" : absl::StrCat(" (", path, ")");
+        return absl::StrCat("operand '", arg, "'", shown, " matches none of [",
                             absl::StrJoin(rule.operand_globs, ", "), "]");
       }
     }
@@ -328,7 +338,7 @@ Decision Decide(const Snapshot& s, const PolicyRequest& r) {
     if (!DecideTool(*p, call, d, &allow_rule)) return d;
   }
   for (const std::vector<std::string>& argv : r.commands) {
-    if (!DecideCommand(*p, argv, d, &allow_rule)) return d;
+    if (!DecideCommand(*p, argv, r.command_cwd, d, &allow_rule)) return d;
   }
   if (!d.clamps.empty()) {
     d.verdict = Verdict::kClamp;

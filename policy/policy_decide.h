@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "policy/policy_types.h"
 
 namespace gantry::v1 {
@@ -31,10 +32,11 @@ namespace gantry::policy {
 // `effective` holds the parameters to use and `clamps` what was changed.
 Decision Decide(const Snapshot& snapshot, const PolicyRequest& request);
 
-// Why `rule` rejects `argv`, or "" when it accepts it. Exposed for the sandbox, which
-// checks unwrapped argvs (env, sh -c) against the same rules. Precondition: argv is
-// non-empty.
-std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv);
+// Why `rule` rejects `argv` (run in working directory `cwd`, see
+// PolicyRequest::command_cwd; "" = operands as written), or "" when it accepts it.
+// Precondition: argv is non-empty.
+std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv,
+                                absl::string_view cwd = "");
 
 // The wire form (gantry.v1.PolicyDecision), as recorded in the ledger.
 void ToProto(const Decision& decision, v1::PolicyDecision* out);

@@ -348,6 +348,33 @@ TEST(CombineTest, CommandRulesWithinAGrantAreAlternatives) {
   EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "diff"}).verdict, Verdict::kDeny);
 }
 
+TEST(DecideTest, ForbiddenLongFlagsMatchTheirAbbreviations) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    commands:\n"
+      "      - {executable: /usr/bin/git, subcommands: [log], forbidden_flags: [--output]}\n");
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "log", "--outp=/tmp/x"}).verdict, Verdict::kDeny);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "log", "--output"}).verdict, Verdict::kDeny);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "log", "--oneline"}).verdict, Verdict::kAllow);
+  EXPECT_EQ(RunArgv(*snap, {"/usr/bin/git", "log", "--o"}).verdict, Verdict::kDeny);  // ambiguous: denies more
+}
+
+TEST(DecideTest, RelativeOperandsAreMatchedAgainstTheCommandCwd) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    commands:\n"
+      "      - {executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}\n");
+  PolicyRequest r = Req("alice", "");
+  r.commands.push_back({"/usr/bin/cat", "src/a.c"});
+  EXPECT_EQ(Decide(*snap, r).verdict, Verdict::kDeny);  // as written, not a /workspace path
+  r.command_cwd = "/workspace";
+  EXPECT_EQ(Decide(*snap, r).verdict, Verdict::kAllow);
+  r.commands[0][1] = "../etc/passwd";
+  Decision d = Decide(*snap, r);
+  EXPECT_EQ(d.reason, "command_arguments_not_allowed");
+  EXPECT_NE(d.message.find("(/etc/passwd)"), std::string::npos) << d.message;
+}
+
 TEST(CombineTest, BudgetsAreTheMinimumAndPriorityIsThePrincipals) {
   auto snap = MustLoad(
       "  - {group: devs, budgets: {tokens_per_day: 500, requests_per_minute: 100}}\n"

@@ -186,6 +186,10 @@ struct PolicyRequest {
   ParamValues params;
   std::vector<ToolCallRequest> tools;
   std::vector<std::vector<std::string>> commands;
+  // The working directory of `commands` (absolute; the sandbox passes it). When set, a
+  // relative operand is matched against `operands` globs as command_cwd/operand,
+  // cleaned lexically (path_glob.h, AbsoluteCleanPath); when empty, as written.
+  std::string command_cwd;
 };
 
 enum class Verdict : uint8_t { kAllow, kDeny, kClamp };

@@ -375,8 +375,43 @@ Unwrapped UnwrapGit(const Argv& a) {
   return u;
 }
 
+// A CommandRules list as a CommandRuleSet.
+class ListedRules : public CommandRuleSet {
+ public:
+  explicit ListedRules(const CommandRules& rules) : rules_(rules) {}
+
+  bool Names(const std::string& exe, std::string* rule_id, std::string* denial) const override {
+    for (const auto& r : rules_.executables) {
+      if (r.path == exe) {
+        *rule_id = r.id;
+        return true;
+      }
+    }
+    *denial = absl::StrCat("rule:default-deny: ", exe, " is not an allowed executable");
+    return false;
+  }
+
+  std::string Check(const std::string& exe, const Argv& global_flags, const Argv& args,
+                    absl::string_view, std::string* rule_id) const override {
+    std::string first_why;
+    for (const auto& r : rules_.executables) {
+      if (r.path != exe) continue;
+      std::string why = CheckRule(r, args, global_flags);
+      if (why.empty()) {
+        *rule_id = r.id;
+        return "";
+      }
+      if (first_why.empty()) first_why = absl::StrCat("rule:", r.id, ": ", exe, ": ", why);
+    }
+    return first_why;
+  }
+
+ private:
+  const CommandRules& rules_;
+};
+
 struct Ctx {
-  const CommandRules& rules;
+  const CommandRuleSet& rules;
   const ExecutableResolver& resolver;
   CommandDecision* d;
 };
@@ -409,13 +444,8 @@ std::string Decide(Ctx& ctx, const Argv& argv, absl::string_view cwd, bool relat
     ctx.d->argv = argv;
     ctx.d->argv[0] = *resolved;
   }
-  std::vector<const ExecutableRule*> candidates;
-  for (const auto& r : ctx.rules.executables) {
-    if (r.path == *resolved) candidates.push_back(&r);
-  }
-  if (candidates.empty()) {
-    return absl::StrCat("rule:default-deny: ", *resolved, " is not an allowed executable");
-  }
+  std::string named_by, denial;
+  if (!ctx.rules.Names(*resolved, &named_by, &denial)) return denial;
   const std::string base = Basename(*resolved);
   Unwrapped u;
   if (base == "env") {
@@ -452,20 +482,12 @@ std::string Decide(Ctx& ctx, const Argv& argv, absl::string_view cwd, bool relat
     u.own.assign(argv.begin() + 1, argv.end());
   }
   if (!u.error.empty()) {
-    return absl::StrCat("rule:", candidates[0]->id, ": ", base, ": ", u.error);
+    return absl::StrCat("rule:", named_by, ": ", base, ": ", u.error);
   }
-  std::string first_why;
-  const ExecutableRule* allowed_by = nullptr;
-  for (const ExecutableRule* r : candidates) {
-    std::string why = CheckRule(*r, u.own, u.global_flags);
-    if (why.empty()) {
-      allowed_by = r;
-      break;
-    }
-    if (first_why.empty()) first_why = absl::StrCat("rule:", r->id, ": ", *resolved, ": ", why);
-  }
-  if (allowed_by == nullptr) return first_why;
-  ctx.d->rule_id = allowed_by->id;
+  std::string allowed_by;
+  std::string why = ctx.rules.Check(*resolved, u.global_flags, u.own, cwd, &allowed_by);
+  if (!why.empty()) return why;
+  ctx.d->rule_id = allowed_by;
   const std::string inner_cwd = JoinCwd(cwd, u.inner_cwd);
   for (const Argv& inner : u.inner) {
     std::string why =
@@ -557,6 +579,11 @@ absl::StatusOr<std::vector<std::string>> SplitSimpleCommand(absl::string_view te
 }
 
 CommandDecision DecideCommand(const CommandRules& rules, const std::vector<std::string>& argv,
+                              absl::string_view cwd, const ExecutableResolver& resolver) {
+  return DecideCommand(ListedRules(rules), argv, cwd, resolver);
+}
+
+CommandDecision DecideCommand(const CommandRuleSet& rules, const std::vector<std::string>& argv,
                               absl::string_view cwd, const ExecutableResolver& resolver) {
   CommandDecision d;
   Ctx ctx{rules, resolver, &d};

@@ -18,8 +18,9 @@
 // Environment assignments that change how programs are found or loaded (PATH, LD_*,
 // BASH_ENV, ENV, GIT_* ...) are denied.
 //
-// The policy library (policy/) will hand its compiled command rules to this model;
-// until then rule sets load from YAML (command_rules_yaml.h).
+// Rules come from the policy file (policy_command_rules.h: a principal's
+// grants[i].commands) or, in code, from a CommandRules list (tests, the benchmark, the
+// harness's per-task rules). Both meet DecideCommand through CommandRuleSet.
 //
 // Thread-safety: DecideCommand is a pure function of its arguments (the resolver is
 // only read).
@@ -61,6 +62,25 @@ struct CommandRules {
   std::vector<ExecutableRule> executables;
 };
 
+// What a command is decided against, one program of the chain at a time (after
+// resolution and unwrapping). Implementations are immutable; thread-safe.
+class CommandRuleSet {
+ public:
+  virtual ~CommandRuleSet() = default;
+  // Whether a rule names the resolved executable `exe` at all. When yes, `*rule_id` is
+  // the id to quote when the program's own arguments cannot be understood (an unknown
+  // wrapper option). When not, `*denial` is the whole reason ("rule:<id>: ...").
+  virtual bool Names(const std::string& exe, std::string* rule_id,
+                     std::string* denial) const = 0;
+  // Checks one program: `global_flags` are options before a subcommand that the
+  // unwrapping set apart (git -C DIR ...), `args` the rest after argv[0], `cwd` its
+  // absolute working directory in the sandbox. Returns "" with `*rule_id` set to the
+  // allowing rule, or the whole denial reason ("rule:<id>: ...").
+  virtual std::string Check(const std::string& exe, const std::vector<std::string>& global_flags,
+                            const std::vector<std::string>& args, absl::string_view cwd,
+                            std::string* rule_id) const = 0;
+};
+
 struct CommandDecision {
   bool allowed = false;
   // Id of the rule that allowed the innermost program, or of the rule (or
@@ -78,6 +98,9 @@ struct CommandDecision {
 
 // Decides `argv` (run with working directory `cwd`, absolute inside the sandbox).
 // Never fails: a command that cannot be understood is denied with a reason.
+CommandDecision DecideCommand(const CommandRuleSet& rules, const std::vector<std::string>& argv,
+                              absl::string_view cwd, const ExecutableResolver& resolver);
+// The same with a CommandRules list (entries tried in order; the first that passes allows).
 CommandDecision DecideCommand(const CommandRules& rules, const std::vector<std::string>& argv,
                               absl::string_view cwd, const ExecutableResolver& resolver);
 

@@ -4,35 +4,12 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "sandbox-svc/command_rules_yaml.h"
+#include "sandbox-svc/sandbox_test_support.h"
 
 namespace gantry::sandbox {
 namespace {
 
-// Resolves bare names to /usr/bin/<name>, "./x" to /workspace/x; a fixed map of links.
-class FakeResolver : public ExecutableResolver {
- public:
-  absl::StatusOr<std::string> Resolve(absl::string_view name,
-                                      absl::string_view cwd) const override {
-    std::string path;
-    if (absl::StartsWith(name, "/")) {
-      path = std::string(name);
-    } else if (absl::StrContains(name, '/')) {
-      absl::string_view rel = name;
-      if (absl::StartsWith(rel, "./")) rel.remove_prefix(2);
-      path = std::string(cwd) + "/" + std::string(rel);
-    } else {
-      path = "/usr/bin/" + std::string(name);
-    }
-    if (path == "/usr/bin/../bin/rm") path = "/usr/bin/rm";
-    auto it = links.find(path);
-    if (it != links.end()) path = it->second;
-    if (absl::StrContains(path, "missing")) return absl::NotFoundError("missing");
-    return path;
-  }
-  std::map<std::string, std::string> links = {{"/usr/bin/python3", "/usr/bin/python3.11"},
-                                              {"/workspace/cat", "/usr/bin/rm"}};
-};
+using testing::FakeResolver;
 
 ExecutableRule Rule(std::string id, std::string path) {
   ExecutableRule r;
@@ -224,56 +201,14 @@ TEST_F(CommandRulesTest, DeepNestingIsDenied) {
   EXPECT_TRUE(absl::StrContains(d.reason, "nested too deeply")) << d.reason;
 }
 
-TEST(CommandRulesYamlTest, ParsesTheDocumentedFormat) {
-  auto rules = ParseCommandRulesYaml(R"(
-version: 1
-name: dev
-executables:
-  - id: git-read
-    path: /usr/bin/git
-    subcommands: [status, log]
-    denied_flags: [--output]
-  - id: cat
-    path: /usr/bin/cat
-    arg_patterns: ["*"]
-    allowed_flags: [-n]
-    max_args: 4
-)", SandboxViewResolver(""));
-  ASSERT_TRUE(rules.ok()) << rules.status();
-  EXPECT_EQ(rules->name, "dev");
-  ASSERT_EQ(rules->executables.size(), 2u);
-  EXPECT_EQ(rules->executables[0].subcommands.size(), 2u);
-  EXPECT_EQ(rules->executables[1].arg_patterns[0], "*");
-  EXPECT_EQ(rules->executables[1].max_args, 4);
-  EXPECT_EQ(rules->executables[1].allowed_flags[0], "-n");
-}
-
-TEST(CommandRulesYamlTest, RejectsBadDocumentsWithoutThrowing) {
-  for (const char* text :
-       {"", "[", "version: 2", "version: 1\nexecutables: 3", "version: 1\nbogus: 1",
-        "version: 1\nexecutables:\n  - id: a\n    path: relative",
-        "version: 1\nexecutables:\n  - path: /usr/bin/cat",
-        "version: 1\nexecutables:\n  - {id: a, path: /usr/bin/cat}\n  - {id: a, path: /usr/bin/ls}",
-        "version: 1\nexecutables:\n  - {id: a, path: /usr/bin/cat, denied_flags: x}",
-        "version: 1\nexecutables:\n  - {id: a, path: /usr/bin/cat, extra: 1}",
-        "version: 1\nexecutables:\n  - {id: [a], path: /usr/bin/cat}",
-        "version: 1\nexecutables:\n  - {id: a, path: {x: 1}}", "\x01\x02: [", "version: [1",
-        "version: 1\nexecutables:\n  - {id: a, path: /usr/bin/cat, max_args: -1}",
-        "version: 1\nexecutables:\n  - {id: a, path: /usr/bin/cat, max_args: x}"}) {
-    auto rules = ParseCommandRulesYaml(text, SandboxViewResolver(""));
-    EXPECT_FALSE(rules.ok()) << text;
-  }
-  EXPECT_FALSE(LoadCommandRulesFile("/nonexistent/rules.yaml").ok());
-}
-
 }  // namespace
 }  // namespace gantry::sandbox
 
 namespace gantry::sandbox {
 namespace {
 
-// Outside input never crashes the decision, the shell splitter, the path guard or the
-// YAML loader: a deterministic stream of random and mutated inputs.
+// Outside input never crashes the decision or the shell splitter: a deterministic
+// stream of random and mutated inputs.
 TEST(CommandRulesRobustnessTest, RandomInputsNeverCrash) {
   CommandRules rules;
   rules.name = "t";
@@ -305,7 +240,6 @@ TEST(CommandRulesRobustnessTest, RandomInputsNeverCrash) {
     std::string text;
     for (const auto& a : argv) text += a + (next() % 2 ? " " : "");
     (void)SplitSimpleCommand(text);
-    (void)ParseCommandRulesYaml(text, SandboxViewResolver(""));
   }
 }
 

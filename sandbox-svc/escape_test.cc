@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "policy/policy_loader.h"
 #include "sandbox-svc/command_rules.h"
 #include "sandbox-svc/sandbox.h"
 #include "sandbox-svc/sandbox_test_support.h"
@@ -311,16 +312,35 @@ TEST_F(EscapeTest, SetuidBinary) {
 TEST_F(EscapeTest, WrapperHidesDeniedExecutable) {
   EscapeTally t("a wrapper that hides a denied executable");
   ASSERT_EQ(symlink("/usr/bin/rm", (ws_ + "/cat").c_str()), 0);
+  // The same executables allowed twice: as a rule list in code, and as the commands of
+  // the principal "tools" in an access policy file (what gantry-sandbox --policy loads).
   CommandRules rules;
   rules.name = "tools";
   SandboxViewResolver resolver(ws_);
+  std::string policy_text = absl::StrCat(
+      "version: 1\n"
+      "defaults: {budgets: {tokens_per_day: 1, tokens_per_month: 1, requests_per_minute: 1,"
+      " concurrent_requests: 1}}\n"
+      "models: []\n"
+      "principals:\n"
+      "  users:\n"
+      "    - {name: tools, key_sha256: ", std::string(63, '0'), "1, priority: batch}\n"
+      "grants:\n"
+      "  - user: tools\n"
+      "    commands:\n");
   for (const char* exe : {"env", "nice", "timeout", "xargs", "sh", "bash", "find", "cat",
                           "echo", "nohup", "stdbuf", "git"}) {
     auto path = resolver.Resolve(exe, "/workspace");
-    if (path.ok()) rules.executables.push_back({exe, *path, {}, {}, {}});
+    if (!path.ok()) continue;
+    rules.executables.push_back({exe, *path, {}, {}, {}});
+    absl::StrAppend(&policy_text, "      - {executable: ", *path, "}\n");
   }
-  SandboxOptions options;
-  options.rule_sets.push_back(rules);
+  auto policy = policy::LoadPolicyText(policy_text, "escape.yaml");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  SandboxOptions listed_options;
+  listed_options.rule_sets.push_back(rules);
+  SandboxOptions policy_options;
+  policy_options.policy = [snapshot = *policy] { return snapshot; };
   const std::vector<std::vector<std::string>> attempts = {
       {"env", "rm", "a.txt"},
       {"env", "-i", "FOO=1", "rm", "a.txt"},
@@ -341,23 +361,25 @@ TEST_F(EscapeTest, WrapperHidesDeniedExecutable) {
       {"env", "PATH=/workspace", "cat", "a.txt"},
       {"git", "-c", "alias.x=!rm a.txt", "x"},
   };
-  for (const auto& argv : attempts) {
-    v1::ToolCall call = ExecCall(ws_, argv);
-    call.mutable_grant()->set_exec_rules("tools");
-    call.mutable_grant()->add_write_paths("**");
-    call.mutable_exec()->set_stdin("a.txt\n");
-    auto r = Sandbox(options).Run(call);
-    EXPECT_EQ(r.outcome(), v1::TOOL_DENIED) << argv[0] << " " << argv.back();
-    EXPECT_TRUE(absl::StartsWith(r.denial_reason(), "rule:")) << r.denial_reason();
-    t.Attempt(r.outcome() != v1::TOOL_DENIED || !HostPathExists(ws_ + "/a.txt"),
-              absl::StrCat(argv[0], " ... ", argv.back(), ": ", r.denial_reason()));
+  for (const SandboxOptions* options : {&listed_options, &policy_options}) {
+    for (const auto& argv : attempts) {
+      v1::ToolCall call = ExecCall(ws_, argv);
+      call.mutable_grant()->set_exec_rules("tools");
+      call.mutable_grant()->add_write_paths("**");
+      call.mutable_exec()->set_stdin("a.txt\n");
+      auto r = Sandbox(*options).Run(call);
+      EXPECT_EQ(r.outcome(), v1::TOOL_DENIED) << argv[0] << " " << argv.back();
+      EXPECT_TRUE(absl::StartsWith(r.denial_reason(), "rule:")) << r.denial_reason();
+      t.Attempt(r.outcome() != v1::TOOL_DENIED || !HostPathExists(ws_ + "/a.txt"),
+                absl::StrCat(argv[0], " ... ", argv.back(), ": ", r.denial_reason()));
+    }
+    // The allowed form still runs.
+    v1::ToolCall ok = ExecCall(ws_, {"env", "cat", "a.txt"});
+    ok.mutable_grant()->set_exec_rules("tools");
+    auto r = Sandbox(*options).Run(ok);
+    EXPECT_EQ(r.outcome(), v1::TOOL_RAN) << r.denial_reason();
+    EXPECT_EQ(r.stdout(), "original\n");
   }
-  // The allowed form still runs.
-  v1::ToolCall ok = ExecCall(ws_, {"env", "cat", "a.txt"});
-  ok.mutable_grant()->set_exec_rules("tools");
-  auto r = Sandbox(options).Run(ok);
-  EXPECT_EQ(r.outcome(), v1::TOOL_RAN) << r.denial_reason();
-  EXPECT_EQ(r.stdout(), "original\n");
   EXPECT_EQ(t.successes(), 0);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "sandbox-svc/sandbox.h"
@@ -110,6 +111,30 @@ TEST_F(SandboxToolsTest, ExecReportsExitSignalStdinEnvAndCwd) {
   EXPECT_EQ(s.call_id(), "call_test");
   EXPECT_EQ(s.task_id(), "task_test");
   EXPECT_GT(s.usage().wall_us(), 0u);
+}
+
+TEST_F(SandboxToolsTest, TheCommandRunsUnderTheCallsLimits) {
+  SandboxOptions o;
+  o.isolation_only = true;
+  v1::ToolCall call = ExecCall(ws_, {"cat", "/proc/self/limits"});
+  call.mutable_limits()->set_cpu_seconds(7);
+  call.mutable_limits()->set_max_processes(33);
+  call.mutable_limits()->set_max_open_files(99);
+  call.mutable_limits()->set_max_file_bytes(12345);
+  call.mutable_limits()->set_address_space_bytes(1ull << 30);
+  auto r = Sandbox(o).Run(call);
+  ASSERT_EQ(r.outcome(), v1::TOOL_RAN) << r.stderr();
+  // Soft and hard limit both, as /proc prints them (units: seconds, bytes, processes).
+  const std::pair<const char*, const char*> kWant[] = {{"Max cpu time", "7"},
+                                                       {"Max file size", "12345"},
+                                                       {"Max processes", "33"},
+                                                       {"Max open files", "99"},
+                                                       {"Max address space", "1073741824"}};
+  for (const auto& [name, value] : kWant) {
+    // Soft and hard limit both, in /proc's columns.
+    const std::string want = absl::StrFormat("%-26s%-21s%-21s", name, value, value);
+    EXPECT_TRUE(absl::StrContains(r.stdout(), want)) << want << "\n" << r.stdout();
+  }
 }
 
 TEST_F(SandboxToolsTest, MalformedCallsAreToolErrorsOrDenials) {

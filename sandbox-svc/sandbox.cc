@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "sandbox-svc/executable_resolver.h"
 #include "sandbox-svc/path_guard.h"
+#include "sandbox-svc/policy_command_rules.h"
 
 namespace gantry::sandbox {
 namespace {
@@ -189,16 +190,23 @@ void RunExec(Call& c) {
     argv[0] = *resolved;
     r->set_resolved_executable(*resolved);
   } else {
-    const CommandRules* rules = nullptr;
+    const CommandRules* listed = nullptr;
     for (const auto& set : c.options.rule_sets) {
-      if (set.name == c.call.grant().exec_rules()) rules = &set;
+      if (set.name == c.call.grant().exec_rules()) listed = &set;
     }
-    if (rules == nullptr) {
+    std::shared_ptr<const policy::Snapshot> snapshot;
+    if (listed == nullptr && c.options.policy) snapshot = c.options.policy();
+    if (listed == nullptr && snapshot == nullptr) {
       Deny(r, absl::StrCat("rule:default-deny: no command rule set named '",
                            c.call.grant().exec_rules().substr(0, 100), "'"));
       return;
     }
-    CommandDecision d = DecideCommand(*rules, argv, sandbox_cwd, resolver);
+    CommandDecision d =
+        listed != nullptr
+            ? DecideCommand(*listed, argv, sandbox_cwd, resolver)
+            : DecideCommand(PolicyCommandRules(std::move(snapshot), c.call.grant().exec_rules(),
+                                               resolver),
+                            argv, sandbox_cwd, resolver);
     r->set_resolved_executable(d.resolved_executable);
     if (!d.allowed) {
       Deny(r, d.reason);

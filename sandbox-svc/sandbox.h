@@ -16,17 +16,25 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gantry/v1/tool.pb.h"
+#include "policy/policy_types.h"
 #include "sandbox-svc/command_rules.h"
 #include "sandbox-svc/isolation.h"
 
 namespace gantry::sandbox {
 
 struct SandboxOptions {
-  // Rule sets, selected by ToolGrant.exec_rules == CommandRules.name.
+  // The access policy in force (gantry-sandbox --policy, with hot reload), asked once
+  // per exec call: ToolGrant.exec_rules names a user or service account of it, whose
+  // command grants decide (policy_command_rules.h). May be empty.
+  std::function<std::shared_ptr<const policy::Snapshot>()> policy;
+  // Rule sets built in code (tests, the benchmark), selected by ToolGrant.exec_rules ==
+  // CommandRules.name; tried before the policy.
   std::vector<CommandRules> rule_sets;
   // `gantry sandbox exec` without --rules: argv[0] is resolved but no rule applies.
   // Never set by the service.

@@ -28,6 +28,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The 1-minute load average ("?" when unreadable): the figures are only comparable
+// between runs on an equally quiet machine.
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  return in >> one ? one : "?";
+}
+
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
@@ -60,6 +68,7 @@ double DirectCatMs(const std::string& file) {
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::max(10, std::atoi(argv[1])) : 200;
+  const std::string load_before = LoadAverage();
   char dir_template[] = "/tmp/gantry-bench-XXXXXX";
   char* dir = mkdtemp(dir_template);
   if (dir == nullptr) return 1;
@@ -124,6 +133,8 @@ int main(int argc, char** argv) {
   const double d50 = Percentile(direct, 0.5), d99 = Percentile(direct, 0.99);
   std::printf("cat of a small file, %d calls each (root=%s, failures=%d)\n", n,
               geteuid() == 0 ? "yes" : "no", failures);
+  std::printf("load average (1 min) before %s, after %s, on %ld cores\n", load_before.c_str(),
+              LoadAverage().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("%-34s p50 %8.2f ms   p99 %8.2f ms\n", "through gantry-sandbox (ZeroMQ)", s50, s99);
   std::printf("%-34s p50 %8.2f ms   p99 %8.2f ms\n", "direct spawn, no isolation (peer)", d50, d99);
   std::printf("ratio sandboxed/direct              p50 %8.1fx    p99 %8.1fx\n", s50 / d50,

@@ -9,7 +9,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 ws=${TEST_TMPDIR:-$(mktemp -d)}/cli_ws
 rm -rf "$ws"; mkdir -p "$ws/out"; echo hello >"$ws/a.txt"; chown -R 4244:4244 "$ws"
-rules=sandbox-svc/testdata/rules.yaml
+rules=(--rules sandbox-svc/testdata/policy.yaml --principal dev)
 check() {  # check NAME EXPECTED_STATUS GREP_PATTERN -- ARGS...
   local name=$1 want=$2 pattern=$3; shift 4
   local out status
@@ -31,13 +31,19 @@ check read-only   2 'Read-only file system'                -- sandbox exec --wor
 check allow-write 0 'outcome=RAN exit=0'                   -- sandbox exec --workspace "$ws" --allow-write 'out/**' -- sh -c 'echo x > out/f'
 [ "$(cat "$ws/out/f")" = x ] && ok allow-write-landed || bad allow-write-landed "out/f missing"
 check timeout     1 'outcome=TIMED_OUT'                    -- sandbox exec --workspace "$ws" --wall-ms 300 -- sleep 5
-check rules-allow 0 'hello'                                -- sandbox exec --workspace "$ws" --rules "$rules" -- env cat a.txt
-check rules-deny  1 'DENIED rule:default-deny: /usr/bin/rm is not an allowed executable' -- sandbox exec --workspace "$ws" --rules "$rules" -- sh -c 'rm a.txt'
+# Command rules from an access policy file: the grants of principal `dev`.
+check rules-allow 0 'hello'                                -- sandbox exec --workspace "$ws" "${rules[@]}" -- env cat a.txt
+check rules-operand 1 "DENIED rule:grants\[0\]\.commands\[0\]: .*\(/etc/passwd\) matches none" -- sandbox exec --workspace "$ws" "${rules[@]}" -- cat ../etc/passwd
+check rules-deny  1 "DENIED rule:default_deny: no grant of 'dev' names executable '/usr/bin/rm'" -- sandbox exec --workspace "$ws" "${rules[@]}" -- sh -c 'rm a.txt'
 [ -f "$ws/a.txt" ] && ok rules-deny-no-effect || bad rules-deny-no-effect "a.txt removed"
 if [ -x /usr/bin/git ]; then
-  check rules-git 1 "DENIED rule:git-read: .*subcommand 'push'" -- sandbox exec --workspace "$ws" --rules "$rules" -- git push
+  check rules-git 1 "DENIED rule:grants\[0\]\.commands\[3\]: .*subcommand 'push'" -- sandbox exec --workspace "$ws" "${rules[@]}" -- git push
 else
-  check rules-git 1 "DENIED rule:default-deny: git: not found" -- sandbox exec --workspace "$ws" --rules "$rules" -- git push
+  check rules-git 1 "DENIED rule:default_deny: git: not found" -- sandbox exec --workspace "$ws" "${rules[@]}" -- git push
 fi
-check bad-rules   1 'cannot read rules file'                      -- sandbox exec --workspace "$ws" --rules /nonexistent -- true
+check rules-other-principal 1 "DENIED rule:default_deny: 'ops' is not a user or service account" -- sandbox exec --workspace "$ws" --rules sandbox-svc/testdata/policy.yaml --principal ops -- cat a.txt
+check rules-needs-principal 2 '--rules and --principal go together' -- sandbox exec --workspace "$ws" --rules sandbox-svc/testdata/policy.yaml -- true
+check bad-rules   1 'nonexistent'                          -- sandbox exec --workspace "$ws" --rules /nonexistent --principal dev -- true
+printf 'version: 1\nbogus: 1\n' >"$ws.bad.yaml"
+check bad-policy  1 'bad.yaml:2:1: .*bogus'                 -- sandbox exec --workspace "$ws" --rules "$ws.bad.yaml" --principal dev -- true
 finish

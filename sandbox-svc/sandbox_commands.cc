@@ -7,22 +7,26 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "sandbox-svc/command_rules_yaml.h"
+#include "policy/policy_loader.h"
 #include "sandbox-svc/sandbox.h"
 
 namespace gantry::sandbox {
 namespace {
 
 constexpr char kUsage[] =
-    "Usage: gantry sandbox exec --workspace DIR [--allow-write PATH ...] [--rules FILE]\n"
-    "                           [--cwd DIR] [--wall-ms N] -- ARGV...\n"
+    "Usage: gantry sandbox exec --workspace DIR [--allow-write PATH ...]\n"
+    "                           [--rules POLICY --principal NAME] [--cwd DIR] [--wall-ms N]\n"
+    "                           -- ARGV...\n"
     "\n"
     "Runs ARGV in a fresh sandbox exactly as gantry-sandbox runs an exec tool call:\n"
     "bubblewrap namespaces without network, the workspace at /workspace read-only except\n"
     "the --allow-write paths (relative to it; 'dir/**' for a whole directory), a noexec\n"
     "/tmp, the seccomp filter, rlimits and a wall-clock timeout (docs/sandbox.md).\n"
-    "  --rules FILE   decide ARGV with these command rules first (YAML); without it,\n"
-    "                 argv[0] is resolved but no command rule applies\n"
+    "  --rules POLICY --principal NAME\n"
+    "                 decide ARGV first with the command grants of NAME (a user or service\n"
+    "                 account) in the access policy file POLICY (docs/policy.md), as\n"
+    "                 gantry-sandbox --policy does; without --rules, argv[0] is resolved\n"
+    "                 but no command rule applies\n"
     "Prints the command's stdout and stderr, then one line on stderr:\n"
     "  gantry-sandbox: outcome=RAN exit=N signal=S resolved=PATH wall_ms=W [truncated]\n"
     "or, for a denial, 'gantry-sandbox: DENIED <reason>'.\n"
@@ -40,7 +44,7 @@ int RunExecCommand(const std::vector<std::string>& args) {
   call.set_task_id("task_cli");
   SandboxOptions options;
   options.isolation_only = true;
-  std::string rules_file;
+  std::string rules_file, principal;
   size_t i = 1;
   for (; i < args.size() && args[i] != "--"; ++i) {
     const std::string& a = args[i];
@@ -53,6 +57,8 @@ int RunExecCommand(const std::vector<std::string>& args) {
       call.mutable_grant()->add_write_paths(v);
     } else if (a == "--rules") {
       rules_file = v;
+    } else if (a == "--principal") {
+      principal = v;
     } else if (a == "--cwd") {
       call.mutable_exec()->set_cwd(v);
     } else if (a == "--wall-ms" && absl::SimpleAtoi(v, &n)) {
@@ -68,15 +74,18 @@ int RunExecCommand(const std::vector<std::string>& args) {
     if (getcwd(cwd, sizeof(cwd))) call.set_workspace(absl::StrCat(cwd, "/", call.workspace()));
   }
   for (++i; i < args.size(); ++i) call.mutable_exec()->add_argv(args[i]);
+  if (rules_file.empty() != principal.empty()) {
+    return Usage("--rules and --principal go together");
+  }
   if (!rules_file.empty()) {
-    auto rules = LoadCommandRulesFile(rules_file);
-    if (!rules.ok()) {
-      std::fprintf(stderr, "gantry sandbox: %s\n", std::string(rules.status().message()).c_str());
+    auto policy = policy::LoadPolicyFile(rules_file);
+    if (!policy.ok()) {
+      std::fprintf(stderr, "gantry sandbox: %s\n", std::string(policy.status().message()).c_str());
       return 1;
     }
     options.isolation_only = false;
-    call.mutable_grant()->set_exec_rules(rules->name);
-    options.rule_sets.push_back(*std::move(rules));
+    call.mutable_grant()->set_exec_rules(principal);
+    options.policy = [snapshot = *std::move(policy)] { return snapshot; };
   }
   if (geteuid() != 0) {
     std::fprintf(stderr, "gantry sandbox: warning: not root: no noexec /tmp, no uid drop\n");

@@ -7,7 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "common/log.h"
-#include "sandbox-svc/command_rules_yaml.h"
+#include "policy/policy_reloader.h"
 #include "sandbox-svc/tool_service.h"
 
 namespace {
@@ -16,13 +16,14 @@ volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
 
 constexpr char kUsage[] =
-    "Usage: gantry-sandbox [--endpoint EP] [--workers N] [--queue N] [--rules FILE ...]\n"
+    "Usage: gantry-sandbox [--endpoint EP] [--workers N] [--queue N] [--policy FILE]\n"
     "                      [--fallback-uid UID] [--fallback-gid GID]\n"
     "  --endpoint EP   ZeroMQ endpoint to bind (default tcp://127.0.0.1:5570)\n"
     "  --workers N     calls run in parallel (default 4)\n"
     "  --queue N       calls waiting at most (default 64; then queue_full)\n"
-    "  --rules FILE    a command rule set (YAML, docs/sandbox.md); repeatable, selected\n"
-    "                  by ToolGrant.exec_rules == its name; exec is denied without one\n"
+    "  --policy FILE   the access policy (docs/policy.md); ToolGrant.exec_rules names the\n"
+    "                  principal whose command grants decide exec; reloaded when the file\n"
+    "                  changes or on SIGHUP. Without it every exec is denied\n"
     "  --fallback-uid/--fallback-gid  ids for workspaces owned by root (default 65534)\n";
 
 }  // namespace
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   gantry::InitLogging("sandbox");
   gantry::sandbox::SandboxOptions sandbox_options;
   gantry::sandbox::ToolServiceOptions service_options;
+  std::unique_ptr<gantry::policy::PolicyReloader> policy;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -53,17 +55,27 @@ int main(int argc, char** argv) {
       sandbox_options.fallback_uid = n;
     } else if (a == "--fallback-gid" && absl::SimpleAtoi(v, &n)) {
       sandbox_options.fallback_gid = n;
-    } else if (a == "--rules") {
-      auto rules = gantry::sandbox::LoadCommandRulesFile(v);
-      if (!rules.ok()) {
-        std::fprintf(stderr, "gantry-sandbox: %s\n", std::string(rules.status().message()).c_str());
+    } else if (a == "--policy" && policy == nullptr) {
+      auto loaded = gantry::policy::PolicyReloader::Create(v);
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "gantry-sandbox: %s\n", loaded.status().ToString().c_str());
         return 1;
       }
-      sandbox_options.rule_sets.push_back(*std::move(rules));
+      policy = *std::move(loaded);
     } else {
       std::fprintf(stderr, "gantry-sandbox: bad option %s %s\n%s", a.c_str(), v.c_str(), kUsage);
       return 2;
     }
+  }
+  if (policy != nullptr) {
+    // Without the watcher the policy loaded at start stays in force; say so and go on.
+    if (auto status = policy->StartWatching(); !status.ok()) {
+      gantry::Log(gantry::LogLevel::kWarning, "sandbox.policy_watch_failed",
+                  {{"error", status.ToString()}});
+    }
+    (void)policy->InstallSighupHandler();
+    gantry::policy::PolicyReloader* reloader = policy.get();
+    sandbox_options.policy = [reloader] { return reloader->Current(); };
   }
   gantry::sandbox::Sandbox sandbox(sandbox_options);
   gantry::sandbox::ToolService service(sandbox, service_options);

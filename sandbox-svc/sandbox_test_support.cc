@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -65,6 +66,25 @@ v1::ToolCall ExecCall(const std::string& workspace, const std::vector<std::strin
   call.set_workspace(workspace);
   for (const auto& a : argv) call.mutable_exec()->add_argv(a);
   return call;
+}
+
+absl::StatusOr<std::string> FakeResolver::Resolve(absl::string_view name,
+                                                  absl::string_view cwd) const {
+  std::string path;
+  if (absl::StartsWith(name, "/")) {
+    path = std::string(name);
+  } else if (absl::StrContains(name, '/')) {
+    absl::string_view rel = name;
+    if (absl::StartsWith(rel, "./")) rel.remove_prefix(2);
+    path = absl::StrCat(cwd, "/", rel);
+  } else {
+    path = absl::StrCat("/usr/bin/", name);
+  }
+  if (path == "/usr/bin/../bin/rm") path = "/usr/bin/rm";
+  auto it = links.find(path);
+  if (it != links.end()) path = it->second;
+  if (absl::StrContains(path, "missing")) return absl::NotFoundError("missing");
+  return path;
 }
 
 std::string ReadHostFile(const std::string& path) {

@@ -4,10 +4,12 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gantry/v1/tool.pb.h"
+#include "sandbox-svc/executable_resolver.h"
 
 namespace gantry::sandbox::testing {
 
@@ -27,6 +29,17 @@ std::string MakeWorkspace(const std::string& name,
 
 // A ToolCall for exec of `argv` in `workspace`.
 v1::ToolCall ExecCall(const std::string& workspace, const std::vector<std::string>& argv);
+
+// A resolver without a file system, for the pure rule tests: a bare name is
+// /usr/bin/<name>, "./x" and "dir/x" are under the cwd, then one step through `links`;
+// a path containing "missing" is NOT_FOUND.
+class FakeResolver : public ExecutableResolver {
+ public:
+  absl::StatusOr<std::string> Resolve(absl::string_view name,
+                                      absl::string_view cwd) const override;
+  std::map<std::string, std::string> links = {{"/usr/bin/python3", "/usr/bin/python3.11"},
+                                              {"/workspace/cat", "/usr/bin/rm"}};
+};
 
 // Reads a host file ("" when missing).
 std::string ReadHostFile(const std::string& path);

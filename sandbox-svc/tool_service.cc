@@ -87,20 +87,17 @@ void ToolService::IoLoop() {
       auto frames = RecvFrames(*router_, 0, limits);
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.received;
-      Job job;
-      bool ok = frames.ok() && frames->size() >= 2;
-      if (ok && frames->size() == 3 && (*frames)[1].empty()) {
-        job.envelope = {(*frames)[0], ""};
-        job.body = std::move((*frames)[2]);
-      } else if (ok && frames->size() == 2) {
-        job.envelope = {(*frames)[0]};
-        job.body = std::move((*frames)[1]);
-      } else {
+      auto split = frames.ok() ? SplitRouterEnvelope(*std::move(frames))
+                               : absl::StatusOr<RouterEnvelope>(frames.status());
+      if (!split.ok()) {
         ++stats_.dropped_malformed;
         Log(LogLevel::kWarning, "sandbox.frame_dropped",
-            {{"why", frames.ok() ? "envelope" : std::string(frames.status().message())}});
+            {{"why", std::string(split.status().message())}});
         continue;
       }
+      Job job;
+      job.envelope = std::move(split->envelope);
+      job.body = std::move(split->body);
       if (queue_.size() >= options_.queue_capacity) {
         ++stats_.rejected_queue_full;
         std::vector<std::string> reply = job.envelope;

@@ -133,15 +133,15 @@ absl::Status TokenizerService::Serve(const std::string& endpoint) {
       if (!absl::IsDeadlineExceeded(frames.status())) ++dropped_;
       continue;
     }
-    // [identity, "", body] (REQ) or [identity, body] (DEALER).
-    if (frames->size() < 2 || frames->size() > 3 || (frames->size() == 3 && !(*frames)[1].empty())) {
+    auto split = SplitRouterEnvelope(*std::move(frames));  // REQ or DEALER peers
+    if (!split.ok()) {
       ++dropped_;
       continue;
     }
-    std::vector<std::string> reply(frames->begin(), frames->end() - 1);
+    std::vector<std::string> reply = std::move(split->envelope);
     v1::TokenizerRequest request;
     v1::TokenizerResponse response;
-    if (!request.ParseFromString(frames->back())) {
+    if (!request.ParseFromString(split->body)) {
       ++dropped_;
       ToProto(ReasonError("protocol_error", "the body is not a gantry.v1.TokenizerRequest"),
               response.mutable_status());

@@ -1,0 +1,142 @@
+// Command rules from the access policy: a principal's grants[i].commands decide a
+// sandbox command after resolution and unwrapping (policy_command_rules.h).
+#include "sandbox-svc/policy_command_rules.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "policy/policy_loader.h"
+#include "sandbox-svc/sandbox_test_support.h"
+
+namespace gantry::sandbox {
+namespace {
+
+using testing::FakeResolver;
+
+// dana (developers) and the harness service account. Key hashes are of made-up keys.
+constexpr char kPolicy[] = R"(version: 1
+defaults:
+  budgets: {tokens_per_day: 1000, tokens_per_month: 10000, requests_per_minute: 10, concurrent_requests: 2}
+models:
+  - {name: m1, bundles: [b1]}
+principals:
+  groups:
+    - {name: developers}
+  users:
+    - {name: dana, key_sha256: 0000000000000000000000000000000000000000000000000000000000000001, priority: interactive, groups: [developers]}
+  service_accounts:
+    - {name: harness, key_sha256: 0000000000000000000000000000000000000000000000000000000000000002, priority: batch}
+grants:
+  - group: developers
+    commands:
+      - executable: /usr/bin/git
+        subcommands: [status, log, diff]
+      - executable: /usr/bin/cat
+        operands: {globs: ["/workspace/**"]}
+      - executable: /usr/bin/env
+      - executable: /usr/bin/rm
+      - executable: /usr/bin/python3
+        allowed_flags: [-V]
+  - user: dana
+    commands:
+      - executable: /usr/bin/git
+        forbidden_flags: [--output]
+    deny:
+      commands: [/usr/bin/rm]
+  - service_account: harness
+    commands:
+      - executable: /usr/bin/cat
+examples:
+  - should_deny: {principal: dana, commands: [[/usr/bin/git, log, --outp=/tmp/x]]}
+    rule: grants[1].commands[0]
+)";
+
+class PolicyCommandRulesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto loaded = policy::LoadPolicyText(kPolicy, "policy.yaml");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    snapshot_ = *loaded;
+  }
+  CommandDecision D(const std::string& principal, const std::vector<std::string>& argv,
+                    const std::string& cwd = "/workspace") {
+    return DecideCommand(PolicyCommandRules(snapshot_, principal, resolver_), argv, cwd,
+                         resolver_);
+  }
+
+  std::shared_ptr<const policy::Snapshot> snapshot_;
+  FakeResolver resolver_;
+};
+
+TEST_F(PolicyCommandRulesTest, AGrantedCommandIsAllowedByItsRule) {
+  CommandDecision d = D("dana", {"cat", "src/a.c"});
+  EXPECT_TRUE(d.allowed) << d.reason;
+  EXPECT_EQ(d.rule_id, "grants[0].commands[1]");
+  EXPECT_EQ(d.argv[0], "/usr/bin/cat");
+  d = D("harness", {"cat", "/etc/passwd"});  // the harness's own rule has no operand globs
+  EXPECT_TRUE(d.allowed) << d.reason;
+  EXPECT_EQ(d.rule_id, "grants[2].commands[0]");
+}
+
+TEST_F(PolicyCommandRulesTest, DenyByDefault) {
+  CommandDecision d = D("harness", {"git", "status"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.reason, "rule:default_deny: no grant of 'harness' names executable '/usr/bin/git'");
+  EXPECT_EQ(d.rule_id, "default_deny");
+  d = D("nobody", {"cat", "a"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(absl::StrContains(d.reason, "is not a user or service account")) << d.reason;
+}
+
+TEST_F(PolicyCommandRulesTest, OperandsAreReadAgainstTheWorkingDirectory) {
+  EXPECT_TRUE(D("dana", {"cat", "a.txt"}, "/workspace/src").allowed);
+  CommandDecision d = D("dana", {"cat", "../../etc/shadow"}, "/workspace/src");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.rule_id, "grants[0].commands[1]");
+  EXPECT_TRUE(absl::StrContains(d.reason, "(/etc/shadow)")) << d.reason;
+}
+
+TEST_F(PolicyCommandRulesTest, AnExplicitDenyWinsOverTheGroupsGrant) {
+  CommandDecision d = D("dana", {"rm", "a.txt"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.rule_id, "grants[1].deny.commands[0]");
+}
+
+TEST_F(PolicyCommandRulesTest, EveryGrantNamingTheExecutableMustAllow) {
+  EXPECT_TRUE(D("dana", {"git", "log", "--oneline"}).allowed);
+  CommandDecision d = D("dana", {"git", "push"});  // the group's rule
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.rule_id, "grants[0].commands[0]");
+  d = D("dana", {"git", "log", "--outp=/tmp/x"});  // dana's own rule, abbreviated flag
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.rule_id, "grants[1].commands[0]");
+}
+
+TEST_F(PolicyCommandRulesTest, GitGlobalOptionsAreCheckedAfterTheSubcommand) {
+  EXPECT_TRUE(D("dana", {"git", "-C", "sub", "status"}).allowed);
+  EXPECT_FALSE(D("dana", {"git", "--no-pager", "push"}).allowed);
+  EXPECT_FALSE(D("dana", {"git", "-c", "alias.x=!rm a", "x"}).allowed);
+}
+
+TEST_F(PolicyCommandRulesTest, WrappedProgramsAreDecidedOnTheirOwn) {
+  EXPECT_TRUE(D("dana", {"env", "FOO=1", "cat", "a.txt"}).allowed);
+  CommandDecision d = D("dana", {"env", "rm", "a.txt"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.rule_id, "grants[1].deny.commands[0]");
+  d = D("dana", {"env", "sh", "-c", "cat a.txt"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.reason, "rule:default_deny: no grant of 'dana' names executable '/usr/bin/sh'");
+  d = D("dana", {"./cat", "a.txt"});  // a link in the workspace to rm
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.resolved_executable, "/usr/bin/rm");
+}
+
+TEST_F(PolicyCommandRulesTest, PolicyPathsAreResolvedLikeTheProgram) {
+  // The policy names /usr/bin/python3; the program resolves to /usr/bin/python3.11.
+  CommandDecision d = D("dana", {"python3", "-V"});
+  EXPECT_TRUE(d.allowed) << d.reason;
+  EXPECT_EQ(d.argv[0], "/usr/bin/python3.11");
+  EXPECT_FALSE(D("dana", {"python3", "-c", "print(1)"}).allowed);
+}
+
+}  // namespace
+}  // namespace gantry::sandbox
