@@ -29,9 +29,11 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::vector<std::string> CaptureFiles() {
+std::vector<std::string> CaptureFiles(
+    std::initializer_list<const char*> dirs = {"tests/data/clients/opencode",
+                                               "tests/data/clients/qwen-code"}) {
   std::vector<std::string> out;
-  for (const char* dir : {"tests/data/clients/opencode", "tests/data/clients/qwen-code"}) {
+  for (const char* dir : dirs) {
     if (DIR* d = opendir(dir)) {
       while (dirent* e = readdir(d)) {
         if (absl::EndsWith(e->d_name, ".json")) out.push_back(absl::StrCat(dir, "/", e->d_name));
@@ -428,6 +430,40 @@ TEST(ResponsesRequest, StringInputAndQwenCodeShapes) {
   EXPECT_TRUE(r.messages(2).content_null());
   EXPECT_EQ(r.messages(2).tool_calls(0).id(), "call_1");
   EXPECT_EQ(r.messages(3).tool_call_id(), "call_1");
+}
+
+// What both clients sent in Responses mode (Qwen Code with auth type openai-responses,
+// OpenCode with @ai-sdk/openai), captured through the router by this project.
+TEST(ResponsesRequest, EveryCaptureParses) {
+  std::vector<std::string> files = CaptureFiles({"tests/data/clients/responses"});
+  ASSERT_EQ(files.size(), 5u);
+  for (const auto& path : files) {
+    Value body = CaptureBody(path);
+    auto parsed = ParseResponsesRequest(json::DumpCompact(body));
+    ASSERT_TRUE(parsed.ok()) << path << ": " << parsed.status();
+    const v1::InferenceRequest& req = parsed->chat.request;
+    EXPECT_EQ(req.model(), "gantry-demo");
+    EXPECT_TRUE(parsed->chat.stream) << path;
+    EXPECT_EQ(req.max_tokens(), 32000u) << path;
+    const Value* tools = body.Find("tools");
+    ASSERT_EQ(req.tools_size(), tools ? static_cast<int>(tools->items().size()) : 0) << path;
+    for (int i = 0; i < req.tools_size(); ++i) {
+      auto again = json::Parse(req.tools(i).parameters_json());
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(*again, *tools->items()[i].Find("parameters")) << path << " " << req.tools(i).name();
+    }
+    ASSERT_GT(req.messages_size(), 0);
+    EXPECT_EQ(req.messages(0).role(), "system") << path;  // instructions or a system item
+    if (!absl::StrContains(path, "turn2")) continue;
+    // Turn 2 ends with the assistant call and its result under the same id.
+    const v1::ChatMessage& call = req.messages(req.messages_size() - 2);
+    const v1::ChatMessage& result = req.messages(req.messages_size() - 1);
+    ASSERT_EQ(call.role(), "assistant") << path;
+    ASSERT_EQ(call.tool_calls_size(), 1) << path;
+    EXPECT_EQ(result.role(), "tool");
+    EXPECT_EQ(result.tool_call_id(), call.tool_calls(0).id());
+    EXPECT_TRUE(absl::StrContains(result.content(), "Gantry works")) << path;
+  }
 }
 
 void ExpectResponsesInvalid(const std::string& body, const std::string& reason,
