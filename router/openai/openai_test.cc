@@ -448,9 +448,11 @@ TEST(ResponsesRequest, EveryCaptureParses) {
     const Value* tools = body.Find("tools");
     ASSERT_EQ(req.tools_size(), tools ? static_cast<int>(tools->items().size()) : 0) << path;
     for (int i = 0; i < req.tools_size(); ++i) {
+      const Value* parameters = tools->items()[i].Find("parameters");
+      ASSERT_NE(parameters, nullptr) << path;  // every tool has a schema in this mode
       auto again = json::Parse(req.tools(i).parameters_json());
       ASSERT_TRUE(again.ok());
-      EXPECT_EQ(*again, *tools->items()[i].Find("parameters")) << path << " " << req.tools(i).name();
+      EXPECT_EQ(*again, *parameters) << path << " " << req.tools(i).name();
     }
     ASSERT_GT(req.messages_size(), 0);
     EXPECT_EQ(req.messages(0).role(), "system") << path;  // instructions or a system item
