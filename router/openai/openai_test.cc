@@ -468,6 +468,42 @@ TEST(ResponsesRequest, EveryCaptureParses) {
   }
 }
 
+// Qwen Code replays a reasoning item only when it has an encrypted_content (otherwise it
+// turns the reasoning into visible assistant text): the item Gantry sends carries the
+// text, and the same item sent back becomes the turn's reasoning_content again.
+TEST(ResponsesRequest, ReasoningRoundTripsThroughItsCarrier) {
+  ResponsesRenderer renderer("resp_4", "m", 1, Value::EmptyObject());
+  v1::StreamEvent reasoning, stop;
+  reasoning.mutable_reasoning()->set_text("\nI will read it.\n");
+  stop.mutable_terminal()->set_finish_reason(v1::FINISH_STOP);
+  renderer.OnEvent(reasoning);
+  renderer.OnEvent(stop);
+  Value item = renderer.ResponseJson().Find("output")->items()[0];
+  const std::string carrier = item.Find("encrypted_content")->as_string();
+  EXPECT_TRUE(absl::StartsWith(carrier, "gantry-reasoning.v1.")) << carrier;
+  // What Qwen Code sends back: id, the carrier and a trimmed summary, no content.
+  auto parsed = ParseResponsesRequest(absl::StrCat(
+      R"({"model": "m", "input": [{"role": "user", "content": "q"}, {"type": "reasoning",
+          "id": "rs_4_0", "encrypted_content": ")", carrier,
+      R"(", "summary": [{"type": "summary_text", "text": "I will read it."}]},
+         {"type": "message", "role": "assistant", "content": "\n\n"},
+         {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}]})"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->chat.request.messages_size(), 2);
+  const v1::ChatMessage& turn = parsed->chat.request.messages(1);
+  EXPECT_EQ(turn.reasoning_content(), "\nI will read it.\n");
+  EXPECT_EQ(turn.content(), "\n\n");
+  EXPECT_EQ(turn.tool_calls_size(), 1);
+  // Another server's opaque blob is skipped for the summary; a broken one of ours too.
+  for (const char* blob : {"gAAAAABopaque", "gantry-reasoning.v1.@@@"}) {
+    auto other = ParseResponsesRequest(absl::StrCat(
+        R"({"model": "m", "input": [{"type": "reasoning", "encrypted_content": ")", blob,
+        R"(", "summary": [{"type": "summary_text", "text": "short"}]}, {"role": "user", "content": "q"}]})"));
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_EQ(other->chat.request.messages(0).reasoning_content(), "short");
+  }
+}
+
 void ExpectResponsesInvalid(const std::string& body, const std::string& reason,
                             const std::string& message_part) {
   ExpectInvalidWith(ParseResponsesRequest, body, reason, message_part);
