@@ -436,7 +436,7 @@ TEST(ResponsesRequest, StringInputAndQwenCodeShapes) {
 // OpenCode with @ai-sdk/openai), captured through the router by this project.
 TEST(ResponsesRequest, EveryCaptureParses) {
   std::vector<std::string> files = CaptureFiles({"tests/data/clients/responses"});
-  ASSERT_EQ(files.size(), 5u);
+  ASSERT_EQ(files.size(), 7u);
   for (const auto& path : files) {
     Value body = CaptureBody(path);
     auto parsed = ParseResponsesRequest(json::DumpCompact(body));
@@ -465,6 +465,14 @@ TEST(ResponsesRequest, EveryCaptureParses) {
     EXPECT_EQ(result.role(), "tool");
     EXPECT_EQ(result.tool_call_id(), call.tool_calls(0).id());
     EXPECT_TRUE(absl::StrContains(result.content(), "Gantry works")) << path;
+    // Turn 1 began with reasoning: the client sent it back (through the carrier in
+    // encrypted_content) and it is the reasoning of the same assistant turn.
+    if (absl::StrContains(path, "reasoning")) {
+      EXPECT_TRUE(absl::StartsWith(call.reasoning_content(), "\n")) << path;
+      EXPECT_GT(call.reasoning_content().size(), 5u) << path;
+    } else {
+      EXPECT_EQ(call.reasoning_content(), "") << path;
+    }
   }
 }
 

@@ -46,7 +46,9 @@ done
 qwen_prompt="Qwen Code, read index.html and tell me what its heading says."
 opencode_prompt="OpenCode, read index.html and tell me what its heading says."
 # Rules match a substring of the last message: the tool result (turn 2) holds the
-# heading; the prompt (turn 1) names the client. OpenCode's title request (no tools) ends
+# heading; the prompt (turn 1) names the client. Turn 1 thinks first (the worker splits
+# <think> into reasoning), so the evidence shows whether the client sent the reasoning
+# back for the template to render in turn 2. OpenCode's title request (no tools) ends
 # with the same user message as its turn 1, so no rule can tell them apart: it gets the
 # same text back, plain (no tools advertised: nothing is parsed), and a line of text
 # before the call makes that a harmless title ("Reading index.html.").
@@ -54,9 +56,9 @@ cat >"$tmp/script.yaml" <<YAML
 - match: "Gantry works"
   emit: "The heading says: Gantry works"
 - match: "$qwen_prompt"
-  emit: "<tool_call>\\n{\\"name\\": \\"read_file\\", \\"arguments\\": {\\"file_path\\": \\"$ws_qwen/index.html\\"}}\\n</tool_call>"
+  emit: "<think>\\nI will read it.\\n</think>\\n\\n<tool_call>\\n{\\"name\\": \\"read_file\\", \\"arguments\\": {\\"file_path\\": \\"$ws_qwen/index.html\\"}}\\n</tool_call>"
 - match: "$opencode_prompt"
-  emit: "Reading index.html.\\n<tool_call>\\n{\\"name\\": \\"read\\", \\"arguments\\": {\\"filePath\\": \\"$ws_opencode/index.html\\"}}\\n</tool_call>"
+  emit: "<think>\\nThe user wants the heading.\\n</think>\\n\\nReading index.html.\\n<tool_call>\\n{\\"name\\": \\"read\\", \\"arguments\\": {\\"filePath\\": \\"$ws_opencode/index.html\\"}}\\n</tool_call>"
 - match: ""
   emit: "Reading a page heading"
 YAML
@@ -131,6 +133,15 @@ check_evidence() {  # NAME MODE RC SINCE
   echo "$name evidence ($file): $out"
   [ $status = 0 ] && ok "$name-evidence" || bad "$name-evidence" "$out"
 }
+# Whether turn 2's rendered prompt holds turn 1's reasoning in the template's <think>
+# block (yes: the client sent it back; no: it did not).
+check_reasoning_replay() {  # NAME THINKING yes|no
+  local got
+  got=$(python3 -c 'import json, sys
+p = json.load(open(sys.argv[1])).get("second_turn_rendered_prompt") or ""
+print("yes" if "<think>\n" + sys.argv[2] + "\n</think>" in p else "no")' "$evidence_dir/$1.json" "$2")
+  [ "$got" = "$3" ] && ok "$1-reasoning-replayed-$3" || bad "$1-reasoning-replayed-$3" "got $got"
+}
 
 # Qwen Code: settings in $HOME/.qwen (auth type openai = chat completions,
 # openai-responses = the Responses API), the endpoint in its OpenAI environment variables.
@@ -147,14 +158,17 @@ run_qwen() {  # AUTH_TYPE MODE
   echo "$name: exit $rc after $(secs "$t0" "$(now)") s"; tail -c 600 "$tmp/$name.out"; echo
   check_round_trip "$name" "$rc" "$tmp/$name.out" "$since" 2
   check_evidence "$name" "$2" "$rc" "$since"
+  check_reasoning_replay "$name" "I will read it." yes
 }
 run_qwen openai chat.completions
+# Responses: Qwen Code replays reasoning only with an encrypted_content, which Gantry's
+# reasoning items carry (docs/router.md, "Responses API").
 run_qwen openai-responses responses
 
 # OpenCode: opencode.json in the workspace (the provider's baseURL on our port). Its
 # provider package picks the API: @ai-sdk/openai-compatible speaks chat completions,
 # @ai-sdk/openai the Responses API.
-run_opencode() {  # NPM_PACKAGE MODE
+run_opencode() {  # NPM_PACKAGE MODE REASONING_REPLAYED
   local name="opencode-$2" home="$tmp/home-opencode-$2" since t0 rc
   mkdir -p "$home"
   sed -e "s/__PORT__/$http/" -e 's/capture-model/gantry-demo/g' -e "s/sk-capture-dummy/$key/" \
@@ -171,9 +185,12 @@ run_opencode() {  # NPM_PACKAGE MODE
   # Three requests: the title request (no tools) and the two turns.
   check_round_trip "$name" "$rc" "$tmp/$name.out" "$since" 3
   check_evidence "$name" "$2" "$rc" "$since"
+  check_reasoning_replay "$name" "The user wants the heading." "$3"
 }
-run_opencode @ai-sdk/openai-compatible chat.completions
-run_opencode @ai-sdk/openai responses
+run_opencode @ai-sdk/openai-compatible chat.completions yes
+# Responses: OpenCode sends reasoning back only as an item with encrypted_content (with
+# an empty summary), which Gantry's reasoning items carry.
+run_opencode @ai-sdk/openai responses yes
 
 out=$("$g" ledger verify --db "$ledger_url" 2>&1)
 [ $? = 0 ] && ok ledger-chains-verify || bad ledger-chains-verify "$out"
