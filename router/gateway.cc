@@ -59,14 +59,7 @@ class TemplateTokenizerCounter : public PromptCounter {
     if (!ids.ok()) return ReasonError("invalid_request", ids.status().message());
     RenderedPrompt out;
     out.tokens = static_cast<uint32_t>(ids->size());
-    Sha256 hash;
-    for (int32_t id : *ids) {
-      const uint32_t u = static_cast<uint32_t>(id);
-      const char bytes[4] = {static_cast<char>(u & 0xff), static_cast<char>((u >> 8) & 0xff),
-                             static_cast<char>((u >> 16) & 0xff), static_cast<char>(u >> 24)};
-      hash.Update(absl::string_view(bytes, 4));
-    }
-    out.token_ids_sha256 = hash.HexDigest();
+    out.token_ids_sha256 = TokenIdsSha256Hex(*ids);
     out.text = std::move(*prompt);
     return out;
   }
@@ -639,6 +632,8 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
       evidence.Set("timings", std::move(timings));
       evidence.Set("tool_calls", issued_calls);
       evidence.Set("worker_prompt_tokens", Value::Int(terminal.usage().prompt_tokens()));
+      evidence.Set("worker_prompt_token_ids_sha256",
+                   Value::String(terminal.prompt_token_ids_sha256()));
       evidence.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256().empty()
                                                       ? bundle_sha
                                                       : terminal.bundle().identity_sha256()));

@@ -9,8 +9,8 @@ request that ended with tool calls, and the later request that carries their res
 and writes FILE (docs/tool-protocols.md, "Evidence"). Exits 1 naming what is missing
 when the run does not show a round trip: a request through the other API than MODE
 ("chat.completions" or "responses"), no tool call, a second turn whose results are
-not under the server's call ids, no rendered second-turn prompt, or a prompt count on
-which the router and the worker disagree.
+not under the server's call ids, no rendered second-turn prompt, or a prompt on which
+the router and the worker disagree (token count or SHA-256 of the token ids).
 """
 import argparse
 import json
@@ -36,6 +36,7 @@ def turn(record):
         "prompt_tokens": e.get("prompt_tokens"),
         "worker_prompt_tokens": e.get("worker_prompt_tokens"),
         "prompt_token_ids_sha256": e.get("prompt_token_ids_sha256"),
+        "worker_prompt_token_ids_sha256": e.get("worker_prompt_token_ids_sha256"),
         "rendered_prompt_sha256": e.get("rendered_prompt_sha256"),
         "advertised_tools": e.get("tools"),
         "max_output_tokens": e.get("max_output_tokens"),
@@ -80,6 +81,9 @@ def main():
         if t["prompt_tokens"] != t["worker_prompt_tokens"]:
             problems.append(f"{t['request_id']}: router counted {t['prompt_tokens']} prompt "
                             f"tokens, the worker {t['worker_prompt_tokens']}")
+        if t["prompt_token_ids_sha256"] != t["worker_prompt_token_ids_sha256"]:
+            problems.append(f"{t['request_id']}: the router's and the worker's prompt token "
+                            "ids differ (SHA-256)")
     rendered = None
     if second is not None:
         rendered = records[second]["evidence"].get("rendered_prompt")
