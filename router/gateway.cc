@@ -356,45 +356,11 @@ std::string Canonical(const Value& v) {
   return json::Dump(v, options);
 }
 
-// "QwenCode/0.24.4 (linux; x64)" -> {name: QwenCode, version: 0.24.4}: the first
-// product token of the User-Agent (RFC 9110 section 10.1.5).
-Value ClientOf(absl::string_view user_agent) {
-  absl::string_view product = user_agent.substr(0, user_agent.find(' '));
-  size_t slash = product.find('/');
-  Value client = Value::EmptyObject();
-  client.Set("name", Value::String(std::string(product.substr(0, slash))));
-  client.Set("version", Value::String(slash == absl::string_view::npos
-                                          ? std::string()
-                                          : std::string(product.substr(slash + 1))));
-  return client;
-}
-
-// The request half of a request.evidence record (docs/tool-protocols.md, "Evidence").
-// The rendered prompt itself is kept only for requests that carry tool results (the
-// turn after a tool call, the one whose rendering matters); its hash always.
-Value EvidenceOf(const v1::InferenceRequest& req, const RenderedPrompt& rendered,
-                 absl::string_view user_agent) {
-  Value evidence = Value::EmptyObject();
-  evidence.Set("user_agent", Value::String(std::string(user_agent)));
-  evidence.Set("client", ClientOf(user_agent));
-  evidence.Set("gen_ai.request.model", Value::String(req.model()));
-  evidence.Set("prompt_tokens", Value::Int(rendered.tokens));
-  evidence.Set("prompt_token_ids_sha256", Value::String(rendered.token_ids_sha256));
-  evidence.Set("rendered_prompt_sha256", Value::String(Sha256Hex(rendered.text)));
-  Value tools = Value::EmptyArray();
-  for (const auto& tool : req.tools()) tools.Append(Value::String(tool.name()));
-  evidence.Set("tools", std::move(tools));
-  evidence.Set("max_output_tokens", Value::Int(req.max_tokens()));
-  Value results = Value::EmptyArray();
-  for (const auto& m : req.messages()) {
-    if (m.role() == "tool") results.Append(Value::String(m.tool_call_id()));
-  }
-  if (!results.items().empty()) evidence.Set("rendered_prompt", Value::String(rendered.text));
-  evidence.Set("tool_results", std::move(results));
-  return evidence;
-}
-
 }  // namespace
+
+const char* Gateway::ApiName(Api api) {
+  return api == Api::kResponses ? "responses" : "chat.completions";
+}
 
 void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
   std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
@@ -461,7 +427,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
                                      {"x-gantry-request-id", request_id}};
   Value admission = Value::EmptyObject();
   admission.Set("principal", Value::String(principal_name));
-  admission.Set("api", Value::String(api == Api::kResponses ? "responses" : "chat.completions"));
+  admission.Set("api", Value::String(ApiName(api)));
   admission.Set("gen_ai.request.model", Value::String(req.model()));
   admission.Set("verdict", Value::String(policy::VerdictName(decision.verdict)));
   admission.Set("rule_id", Value::String(decision.rule_id));
@@ -573,10 +539,9 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   admission.Set("gen_ai.request.max_tokens", Value::Int(req.max_tokens()));
   admission.Set("priority", Value::String(policy::PriorityName(decision.priority)));
 
-  // What the evidence record needs from the request, before it moves to the broker.
-  Value evidence = EvidenceOf(req, *rendered, http_request.Header("user-agent"));
-  evidence.Set("api", admission.Find("api") ? *admission.Find("api") : Value());
-  evidence.Set("received_unix_us", Value::Int(received_us));
+  // The evidence record takes what it needs from the request before it moves on.
+  RequestEvidence evidence(req, *rendered, ApiName(api), http_request.Header("user-agent"),
+                           received_us);
   // 8. Admission and dispatch.
   auto queue = std::make_shared<EventQueue>();
   const bool stream = parsed->stream;
@@ -603,45 +568,9 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   openai::ChatStreamRenderer renderer(meta, include_usage);
   openai::ChatCompletionAccumulator accumulator(meta);
   // The outcome goes to the ledger before the client sees the end of the response.
-  int64_t first_output_us = -1, first_tool_call_us = -1;
-  Value issued_calls = Value::EmptyArray();
-  auto observe = [&](const v1::StreamEvent& event) {
-    const int64_t since = options_.clock->UnixMicros() - received_us;
-    if (event.has_text() || event.has_reasoning() || event.has_tool_call()) {
-      if (first_output_us < 0) first_output_us = since;
-    }
-    if (event.has_tool_call()) {
-      if (first_tool_call_us < 0) first_tool_call_us = since;
-      Value call = Value::EmptyObject();
-      call.Set("id", Value::String(event.tool_call().call().id()));
-      call.Set("name", Value::String(event.tool_call().call().name()));
-      issued_calls.Append(std::move(call));
-    }
-  };
   auto record_outcome = [&](const v1::Terminal& terminal) {
-    {
-      const int64_t since = options_.clock->UnixMicros() - received_us;
-      auto ms = [](int64_t us) { return us < 0 ? Value() : Value::Double(us / 1000.0); };
-      Value timings = Value::EmptyObject();
-      timings.Set("first_output_ms", ms(first_output_us));
-      timings.Set("tool_call_complete_ms", ms(first_tool_call_us));
-      timings.Set("finished_ms", ms(since));
-      timings.Set("worker_first_token_ms", ms(terminal.timings().first_token_us()));
-      timings.Set("worker_prefill_ms", ms(terminal.timings().prefill_us()));
-      timings.Set("worker_decode_ms", ms(terminal.timings().decode_us()));
-      evidence.Set("timings", std::move(timings));
-      evidence.Set("tool_calls", issued_calls);
-      evidence.Set("worker_prompt_tokens", Value::Int(terminal.usage().prompt_tokens()));
-      evidence.Set("worker_prompt_token_ids_sha256",
-                   Value::String(terminal.prompt_token_ids_sha256()));
-      evidence.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256().empty()
-                                                      ? bundle_sha
-                                                      : terminal.bundle().identity_sha256()));
-      absl::Status status = openai::TerminalStatus(terminal);
-      evidence.Set("outcome", Value::String(status.ok() ? openai::FinishReasonName(terminal.finish_reason())
-                                                        : http::ErrorCodeOf(status)));
-      RecordEvent(request_id, "request.evidence", Canonical(evidence));
-    }
+    RecordEvent(request_id, "request.evidence",
+                Canonical(evidence.Finish(terminal, bundle_sha, options_.clock->UnixMicros())));
     if (settlement) {
       settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
     }
@@ -668,7 +597,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   bool started = false;
   while (true) {
     v1::StreamEvent event = queue->Next();
-    observe(event);
+    evidence.Observe(event, options_.clock->UnixMicros());
     if (stream) {
       if (!started) {
         if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {

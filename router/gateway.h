@@ -49,6 +49,7 @@
 #include "router/broker/broker.h"
 #include "router/budget/budget_tracker.h"
 #include "router/http/http_server.h"
+#include "router/request_evidence.h"
 
 namespace gantry {
 namespace tokenizer {
@@ -60,15 +61,6 @@ class LedgerWriter;
 }  // namespace gantry
 
 namespace gantry::router {
-
-// A request rendered with a model's chat template and tokenized with its tokenizer.
-struct RenderedPrompt {
-  uint32_t tokens = 0;
-  // SHA-256 (hex) of the token ids, each as 4 bytes little-endian, in order.
-  std::string token_ids_sha256;
-  // The rendered prompt text (what the tokenizer encoded).
-  std::string text;
-};
 
 // Renders a request with a model's chat template and counts its tokens.
 // Thread-safety: Render() is called from many threads at once.
@@ -148,6 +140,7 @@ class Gateway {
 
  private:
   enum class Api { kChatCompletions, kResponses };
+  static const char* ApiName(Api api);  // "chat.completions", "responses"
   void HandleChat(Api api, const http::HttpRequest& request, http::ResponseWriter& writer,
                   const std::shared_ptr<http::ResponseWriter>& shared_writer);
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
