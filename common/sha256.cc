@@ -41,6 +41,17 @@ std::string Sha256Hex(absl::string_view bytes) {
   return hash.HexDigest();
 }
 
+std::string TokenIdsSha256Hex(const std::vector<int32_t>& ids) {
+  Sha256 hash;
+  for (int32_t id : ids) {
+    const uint32_t u = static_cast<uint32_t>(id);
+    const char bytes[4] = {static_cast<char>(u & 0xff), static_cast<char>((u >> 8) & 0xff),
+                           static_cast<char>((u >> 16) & 0xff), static_cast<char>(u >> 24)};
+    hash.Update(absl::string_view(bytes, 4));
+  }
+  return hash.HexDigest();
+}
+
 absl::StatusOr<std::string> Sha256File(
     const std::string& path, const std::function<void(uint64_t, uint64_t)>& progress) {
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);

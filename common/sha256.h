@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +34,10 @@ class Sha256 {
 
 // SHA-256 of `bytes`, 64 lowercase hex digits.
 std::string Sha256Hex(absl::string_view bytes);
+
+// SHA-256 of token ids, each as 4 bytes little-endian, in order: how a prompt's
+// tokens are identified in evidence (router and worker hash the same way).
+std::string TokenIdsSha256Hex(const std::vector<int32_t>& ids);
 
 // SHA-256 of a file's contents, read in 1 MiB blocks. `progress`, when given, is called
 // after each block with (bytes hashed so far, file size).

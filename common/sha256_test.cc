@@ -55,4 +55,11 @@ TEST(Sha256Test, MissingFileIsNotFound) {
 }
 
 }  // namespace
+TEST(Sha256Test, TokenIdsAreHashedAsLittleEndianInt32s) {
+  // 1 and 258 -> 01 00 00 00 02 01 00 00; -1 -> ff ff ff ff.
+  EXPECT_EQ(TokenIdsSha256Hex({1, 258}), Sha256Hex(std::string("\x01\0\0\0\x02\x01\0\0", 8)));
+  EXPECT_EQ(TokenIdsSha256Hex({-1}), Sha256Hex("\xff\xff\xff\xff"));
+  EXPECT_EQ(TokenIdsSha256Hex({}), Sha256Hex(""));
+}
+
 }  // namespace gantry

@@ -55,7 +55,7 @@ class TemplateTokenizerCounter : public PromptCounter {
     if (!prompt.ok()) return prompt.status();
     RenderedPrompt out;
     out.tokens = static_cast<uint32_t>(prompt->ids.size());
-    out.token_ids_sha256 = conversation::TokenIdsSha256(prompt->ids);
+    out.token_ids_sha256 = TokenIdsSha256Hex(prompt->ids);
     out.text = std::move(prompt->text);
     return out;
   }
@@ -358,44 +358,6 @@ std::string Canonical(const Value& v) {
   return json::Dump(v, options);
 }
 
-// "QwenCode/0.24.4 (linux; x64)" -> {name: QwenCode, version: 0.24.4}: the first
-// product token of the User-Agent (RFC 9110 section 10.1.5).
-Value ClientOf(absl::string_view user_agent) {
-  absl::string_view product = user_agent.substr(0, user_agent.find(' '));
-  size_t slash = product.find('/');
-  Value client = Value::EmptyObject();
-  client.Set("name", Value::String(std::string(product.substr(0, slash))));
-  client.Set("version", Value::String(slash == absl::string_view::npos
-                                          ? std::string()
-                                          : std::string(product.substr(slash + 1))));
-  return client;
-}
-
-// The request half of a request.evidence record (docs/tool-protocols.md, "Evidence").
-// The rendered prompt itself is kept only for requests that carry tool results (the
-// turn after a tool call, the one whose rendering matters); its hash always.
-Value EvidenceOf(const v1::InferenceRequest& req, const RenderedPrompt& rendered,
-                 absl::string_view user_agent) {
-  Value evidence = Value::EmptyObject();
-  evidence.Set("user_agent", Value::String(std::string(user_agent)));
-  evidence.Set("client", ClientOf(user_agent));
-  evidence.Set("gen_ai.request.model", Value::String(req.model()));
-  evidence.Set("prompt_tokens", Value::Int(rendered.tokens));
-  evidence.Set("prompt_token_ids_sha256", Value::String(rendered.token_ids_sha256));
-  evidence.Set("rendered_prompt_sha256", Value::String(Sha256Hex(rendered.text)));
-  Value tools = Value::EmptyArray();
-  for (const auto& tool : req.tools()) tools.Append(Value::String(tool.name()));
-  evidence.Set("tools", std::move(tools));
-  evidence.Set("max_output_tokens", Value::Int(req.max_tokens()));
-  Value results = Value::EmptyArray();
-  for (const auto& m : req.messages()) {
-    if (m.role() == "tool") results.Append(Value::String(m.tool_call_id()));
-  }
-  if (!results.items().empty()) evidence.Set("rendered_prompt", Value::String(rendered.text));
-  evidence.Set("tool_results", std::move(results));
-  return evidence;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> Gateway::AuthenticateKey(const policy::Snapshot& snapshot,
@@ -403,6 +365,10 @@ absl::StatusOr<std::string> Gateway::AuthenticateKey(const policy::Snapshot& sna
   auto principal = Authenticate(snapshot, authorization);
   if (!principal.ok()) return principal.status();
   return (*principal)->name;
+}
+
+const char* Gateway::ApiName(Api api) {
+  return api == Api::kResponses ? "responses" : "chat.completions";
 }
 
 void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
@@ -428,10 +394,7 @@ struct Gateway::Call::State {
   int64_t created_unix_s = 0;
   std::shared_ptr<EventQueue> queue;
   std::unique_ptr<BudgetSettlement> settlement;
-  Value evidence;
-  int64_t first_output_us = -1;
-  int64_t first_tool_call_us = -1;
-  Value issued_calls = Value::EmptyArray();
+  std::optional<RequestEvidence> evidence;
   bool done = false;
 };
 
@@ -460,19 +423,10 @@ std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
   if (st.done) return std::nullopt;
   std::optional<v1::StreamEvent> event = st.queue->Next(timeout_ms);
   if (!event) return event;
-  const int64_t since = st.gateway->options_.clock->UnixMicros() - st.received_us;
-  if (event->has_text() || event->has_reasoning() || event->has_tool_call()) {
-    if (st.first_output_us < 0) st.first_output_us = since;
-  }
-  if (event->has_tool_call()) {
-    if (st.first_tool_call_us < 0) st.first_tool_call_us = since;
-    Value call = Value::EmptyObject();
-    call.Set("id", Value::String(event->tool_call().call().id()));
-    call.Set("name", Value::String(event->tool_call().call().name()));
-    st.issued_calls.Append(std::move(call));
-  }
+  const int64_t now = st.gateway->options_.clock->UnixMicros();
+  st.evidence->Observe(*event, now);
   if (event->has_terminal()) {
-    st.gateway->RecordOutcome(st, event->terminal(), since);
+    st.gateway->RecordOutcome(st, event->terminal(), now);
     st.done = true;
   }
   return event;
@@ -480,29 +434,10 @@ std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
 
 // The outcome goes to the ledger (and the budget is settled) before the client sees
 // the end of the response.
-void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64_t since) {
+void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64_t now_us) {
   const std::string& request_id = st.request_id;
-  {
-    auto ms = [](int64_t us) { return us < 0 ? Value() : Value::Double(us / 1000.0); };
-    Value timings = Value::EmptyObject();
-    timings.Set("first_output_ms", ms(st.first_output_us));
-    timings.Set("tool_call_complete_ms", ms(st.first_tool_call_us));
-    timings.Set("finished_ms", ms(since));
-    timings.Set("worker_first_token_ms", ms(terminal.timings().first_token_us()));
-    timings.Set("worker_prefill_ms", ms(terminal.timings().prefill_us()));
-    timings.Set("worker_decode_ms", ms(terminal.timings().decode_us()));
-    Value& evidence = st.evidence;
-    evidence.Set("timings", std::move(timings));
-    evidence.Set("tool_calls", st.issued_calls);
-    evidence.Set("worker_prompt_tokens", Value::Int(terminal.usage().prompt_tokens()));
-    evidence.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256().empty()
-                                                    ? st.bundle_sha
-                                                    : terminal.bundle().identity_sha256()));
-    absl::Status status = openai::TerminalStatus(terminal);
-    evidence.Set("outcome", Value::String(status.ok() ? openai::FinishReasonName(terminal.finish_reason())
-                                                      : http::ErrorCodeOf(status)));
-    RecordEvent(request_id, "request.evidence", Canonical(evidence));
-  }
+  RecordEvent(request_id, "request.evidence",
+              Canonical(st.evidence->Finish(terminal, st.bundle_sha, now_us)));
   if (st.settlement) {
     st.settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
   }
@@ -671,10 +606,8 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   admission.Set("gen_ai.request.max_tokens", Value::Int(req.max_tokens()));
   admission.Set("priority", Value::String(policy::PriorityName(decision.priority)));
 
-  // What the evidence record needs from the request, before it moves to the broker.
-  st.evidence = EvidenceOf(req, *rendered, input.user_agent);
-  st.evidence.Set("api", Value::String(input.api));
-  st.evidence.Set("received_unix_us", Value::Int(input.received_us));
+  // The evidence record takes what it needs from the request before it moves on.
+  st.evidence.emplace(req, *rendered, input.api, input.user_agent, input.received_us);
   // 8. Admission and dispatch.
   st.gateway = this;
   st.request_id = request_id;
@@ -729,7 +662,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
 
   // 3-8. Policy, model, tools, render + count, context, budgets, admission.
   ChatInput input;
-  input.api = api == Api::kResponses ? "responses" : "chat.completions";
+  input.api = ApiName(api);
   input.user_agent = std::string(http_request.Header("user-agent"));
   input.request = std::move(parsed->request);
   input.has_max_tokens = parsed->has_max_tokens;

@@ -50,6 +50,7 @@
 #include "router/broker/broker.h"
 #include "router/budget/budget_tracker.h"
 #include "router/http/http_server.h"
+#include "router/request_evidence.h"
 
 namespace gantry {
 namespace tokenizer {
@@ -61,15 +62,6 @@ class LedgerWriter;
 }  // namespace gantry
 
 namespace gantry::router {
-
-// A request rendered with a model's chat template and tokenized with its tokenizer.
-struct RenderedPrompt {
-  uint32_t tokens = 0;
-  // SHA-256 (hex) of the token ids, each as 4 bytes little-endian, in order.
-  std::string token_ids_sha256;
-  // The rendered prompt text (what the tokenizer encoded).
-  std::string text;
-};
 
 // Renders a request with a model's chat template and counts its tokens.
 // Thread-safety: Render() is called from many threads at once.
@@ -205,6 +197,7 @@ class Gateway {
 
  private:
   enum class Api { kChatCompletions, kResponses };
+  static const char* ApiName(Api api);  // "chat.completions", "responses"
   void HandleChat(Api api, const http::HttpRequest& request, http::ResponseWriter& writer,
                   const std::shared_ptr<http::ResponseWriter>& shared_writer);
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
@@ -212,7 +205,7 @@ class Gateway {
             const http::HeaderList& extra = {});
   void RecordEvent(const std::string& stream_id, const std::string& type,
                    const std::string& payload_json);
-  void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t since_us);
+  void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
 
   GatewayOptions options_;
   std::atomic<uint64_t> requests_total_{0};

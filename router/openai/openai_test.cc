@@ -29,9 +29,11 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::vector<std::string> CaptureFiles() {
+std::vector<std::string> CaptureFiles(
+    std::initializer_list<const char*> dirs = {"tests/data/clients/opencode",
+                                               "tests/data/clients/qwen-code"}) {
   std::vector<std::string> out;
-  for (const char* dir : {"tests/data/clients/opencode", "tests/data/clients/qwen-code"}) {
+  for (const char* dir : dirs) {
     if (DIR* d = opendir(dir)) {
       while (dirent* e = readdir(d)) {
         if (absl::EndsWith(e->d_name, ".json")) out.push_back(absl::StrCat(dir, "/", e->d_name));
@@ -428,6 +430,86 @@ TEST(ResponsesRequest, StringInputAndQwenCodeShapes) {
   EXPECT_TRUE(r.messages(2).content_null());
   EXPECT_EQ(r.messages(2).tool_calls(0).id(), "call_1");
   EXPECT_EQ(r.messages(3).tool_call_id(), "call_1");
+}
+
+// What both clients sent in Responses mode (Qwen Code with auth type openai-responses,
+// OpenCode with @ai-sdk/openai), captured through the router by this project.
+TEST(ResponsesRequest, EveryCaptureParses) {
+  std::vector<std::string> files = CaptureFiles({"tests/data/clients/responses"});
+  ASSERT_EQ(files.size(), 7u);
+  for (const auto& path : files) {
+    Value body = CaptureBody(path);
+    auto parsed = ParseResponsesRequest(json::DumpCompact(body));
+    ASSERT_TRUE(parsed.ok()) << path << ": " << parsed.status();
+    const v1::InferenceRequest& req = parsed->chat.request;
+    EXPECT_EQ(req.model(), "gantry-demo");
+    EXPECT_TRUE(parsed->chat.stream) << path;
+    EXPECT_EQ(req.max_tokens(), 32000u) << path;
+    const Value* tools = body.Find("tools");
+    ASSERT_EQ(req.tools_size(), tools ? static_cast<int>(tools->items().size()) : 0) << path;
+    for (int i = 0; i < req.tools_size(); ++i) {
+      const Value* parameters = tools->items()[i].Find("parameters");
+      ASSERT_NE(parameters, nullptr) << path;  // every tool has a schema in this mode
+      auto again = json::Parse(req.tools(i).parameters_json());
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(*again, *parameters) << path << " " << req.tools(i).name();
+    }
+    ASSERT_GT(req.messages_size(), 0);
+    EXPECT_EQ(req.messages(0).role(), "system") << path;  // instructions or a system item
+    if (!absl::StrContains(path, "turn2")) continue;
+    // Turn 2 ends with the assistant call and its result under the same id.
+    const v1::ChatMessage& call = req.messages(req.messages_size() - 2);
+    const v1::ChatMessage& result = req.messages(req.messages_size() - 1);
+    ASSERT_EQ(call.role(), "assistant") << path;
+    ASSERT_EQ(call.tool_calls_size(), 1) << path;
+    EXPECT_EQ(result.role(), "tool");
+    EXPECT_EQ(result.tool_call_id(), call.tool_calls(0).id());
+    EXPECT_TRUE(absl::StrContains(result.content(), "Gantry works")) << path;
+    // Turn 1 began with reasoning: the client sent it back (through the carrier in
+    // encrypted_content) and it is the reasoning of the same assistant turn.
+    if (absl::StrContains(path, "reasoning")) {
+      EXPECT_TRUE(absl::StartsWith(call.reasoning_content(), "\n")) << path;
+      EXPECT_GT(call.reasoning_content().size(), 5u) << path;
+    } else {
+      EXPECT_EQ(call.reasoning_content(), "") << path;
+    }
+  }
+}
+
+// Qwen Code replays a reasoning item only when it has an encrypted_content (otherwise it
+// turns the reasoning into visible assistant text): the item Gantry sends carries the
+// text, and the same item sent back becomes the turn's reasoning_content again.
+TEST(ResponsesRequest, ReasoningRoundTripsThroughItsCarrier) {
+  ResponsesRenderer renderer("resp_4", "m", 1, Value::EmptyObject());
+  v1::StreamEvent reasoning, stop;
+  reasoning.mutable_reasoning()->set_text("\nI will read it.\n");
+  stop.mutable_terminal()->set_finish_reason(v1::FINISH_STOP);
+  renderer.OnEvent(reasoning);
+  renderer.OnEvent(stop);
+  Value item = renderer.ResponseJson().Find("output")->items()[0];
+  const std::string carrier = item.Find("encrypted_content")->as_string();
+  EXPECT_TRUE(absl::StartsWith(carrier, "gantry-reasoning.v1.")) << carrier;
+  // What Qwen Code sends back: id, the carrier and a trimmed summary, no content.
+  auto parsed = ParseResponsesRequest(absl::StrCat(
+      R"({"model": "m", "input": [{"role": "user", "content": "q"}, {"type": "reasoning",
+          "id": "rs_4_0", "encrypted_content": ")", carrier,
+      R"(", "summary": [{"type": "summary_text", "text": "I will read it."}]},
+         {"type": "message", "role": "assistant", "content": "\n\n"},
+         {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}]})"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->chat.request.messages_size(), 2);
+  const v1::ChatMessage& turn = parsed->chat.request.messages(1);
+  EXPECT_EQ(turn.reasoning_content(), "\nI will read it.\n");
+  EXPECT_EQ(turn.content(), "\n\n");
+  EXPECT_EQ(turn.tool_calls_size(), 1);
+  // Another server's opaque blob is skipped for the summary; a broken one of ours too.
+  for (const char* blob : {"gAAAAABopaque", "gantry-reasoning.v1.@@@"}) {
+    auto other = ParseResponsesRequest(absl::StrCat(
+        R"({"model": "m", "input": [{"type": "reasoning", "encrypted_content": ")", blob,
+        R"(", "summary": [{"type": "summary_text", "text": "short"}]}, {"role": "user", "content": "q"}]})"));
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_EQ(other->chat.request.messages(0).reasoning_content(), "short");
+  }
 }
 
 void ExpectResponsesInvalid(const std::string& body, const std::string& reason,

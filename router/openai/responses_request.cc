@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/error_codes.h"
 #include "common/status.h"
 #include "router/openai/request_fields.h"
+#include "router/openai/responses_response.h"
 
 namespace gantry::openai {
 namespace {
@@ -99,24 +99,32 @@ class InputMapper {
   }
 
   absl::Status Reasoning(const Value& item, const std::string& path) {
-    std::vector<std::string> texts;
-    for (const char* key : {"content", "summary"}) {
-      const Value* parts = Field(item, key);
-      if (parts == nullptr) continue;
+    // The full reasoning: its content, else the text our own encrypted_content carries
+    // (responses_response.h), else the summary. Another server's encrypted_content is
+    // opaque and skipped.
+    std::string reasoning;
+    for (const char* key : {"content", "encrypted_content", "summary"}) {
+      const Value* field = Field(item, key);
+      if (field == nullptr) continue;
       std::string text;
-      bool is_null = false;
-      GANTRY_RETURN_IF_ERROR(ParseTextContent(parts, absl::StrCat(path, ".", key),
-                                              {"reasoning_text", "summary_text"}, &text,
-                                              &is_null));
+      if (std::string(key) == "encrypted_content") {
+        if (!field->is_string()) return WrongType(path + ".encrypted_content", "a string", *field);
+        if (!DecodeReasoningCarrier(field->as_string(), &text)) continue;
+      } else {
+        bool is_null = false;
+        GANTRY_RETURN_IF_ERROR(ParseTextContent(field, absl::StrCat(path, ".", key),
+                                                {"reasoning_text", "summary_text"}, &text,
+                                                &is_null));
+      }
       if (!text.empty()) {
-        texts.push_back(text);
-        break;  // the full reasoning when given, else its summary
+        reasoning = text;
+        break;
       }
     }
     // Reasoning opens an assistant turn (it comes before that turn's text and calls).
     v1::ChatMessage* m = Add("assistant", path);
     m->set_content_null(true);
-    m->set_reasoning_content(absl::StrJoin(texts, "\n"));
+    m->set_reasoning_content(reasoning);
     return absl::OkStatus();
   }
 

@@ -10,7 +10,8 @@
 //                                role user / system / developer (-> system) / assistant;
 //                                content a string or input_text / output_text parts
 //     {type: "reasoning"}        reasoning_content of the assistant turn it opens
-//                                (content reasoning_text, else summary summary_text)
+//                                (content reasoning_text, else the text in our own
+//                                encrypted_content, else summary summary_text)
 //     {type: "function_call"}    a tool call {call_id, name, arguments} of the assistant
 //                                turn: consecutive assistant text, reasoning and calls
 //                                form ONE assistant message, exactly like chat

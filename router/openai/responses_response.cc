@@ -1,5 +1,6 @@
 #include "router/openai/responses_response.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "router/http/error_response.h"
@@ -52,6 +53,15 @@ Value FunctionCallItem(const std::string& id, const v1::ToolCallRef& call,
 
 }  // namespace
 
+std::string EncodeReasoningCarrier(const std::string& reasoning) {
+  return absl::StrCat(kReasoningCarrierPrefix, absl::Base64Escape(reasoning));
+}
+
+bool DecodeReasoningCarrier(absl::string_view carrier, std::string* reasoning) {
+  if (!absl::ConsumePrefix(&carrier, kReasoningCarrierPrefix)) return false;
+  return absl::Base64Unescape(carrier, reasoning);
+}
+
 std::string ResponseIdFor(const std::string& request_id) {
   absl::string_view id = request_id;
   absl::ConsumePrefix(&id, "req_");
@@ -88,6 +98,9 @@ Value ResponsesRenderer::ReasoningItem(const std::string& status) const {
     content.Append(TextPart("reasoning_text", open_text_));
   }
   item.Set("content", std::move(content));
+  if (status == "completed") {
+    item.Set("encrypted_content", Value::String(EncodeReasoningCarrier(open_text_)));
+  }
   return item;
 }
 

@@ -14,7 +14,7 @@
 //
 // Output items, in the order the worker produced them:
 //   reasoning      {type: reasoning, id: rs_..., summary: [], content: [{type:
-//                  reasoning_text, text}]}; events output_item.added,
+//                  reasoning_text, text}], encrypted_content (below)}; events output_item.added,
 //                  reasoning_text.delta..., reasoning_text.done, output_item.done
 //   message        {type: message, id: msg_..., role: assistant, status, content:
 //                  [{type: output_text, text, annotations: []}]}; events
@@ -37,10 +37,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/json.h"
 #include "gantry/v1/inference.pb.h"
 
 namespace gantry::openai {
+
+// Reasoning items carry their text a second time in `encrypted_content` as
+// "gantry-reasoning.v1." + base64(text). It is NOT encrypted (the text is the client's
+// own output, already sent in `content`); it exists because stateless clients (Qwen
+// Code) replay a reasoning item only when it has an `encrypted_content`, and otherwise
+// turn the reasoning into visible assistant text. responses_request.h reads it back.
+inline constexpr absl::string_view kReasoningCarrierPrefix = "gantry-reasoning.v1.";
+std::string EncodeReasoningCarrier(const std::string& reasoning);
+// False when `carrier` is not one of ours (another server's opaque blob) or is not
+// valid base64.
+bool DecodeReasoningCarrier(absl::string_view carrier, std::string* reasoning);
 
 // "resp_<hex>" from a router request id "req_<hex>".
 std::string ResponseIdFor(const std::string& request_id);

@@ -2,14 +2,18 @@
 # Both real coding-agent clients, unmodified, headless and offline against Gantry: Qwen
 # Code 0.24.4 and OpenCode 1.18.33 (prepared by tests/lib/setup-clients, passed in
 # GANTRY_CLIENTS_DIR) each complete a whole tool round trip through gantry-router and
-# gantry-worker running as real processes on loopback ports. The worker serves a packed
+# gantry-worker running as real processes on loopback ports, once over chat completions
+# and once over the Responses API (POST /v1/responses). The worker serves a packed
 # make-test-model bundle with a 32768-token context (the clients' real prompts are well
 # over 10,000 tokens) and the scripted sampler, a test double: the model proposes a
 # read-file call with the client's own tool and argument names, the client runs its own
 # tool on index.html in a temporary workspace and sends the result back under the same
 # call id, and the script answers with the heading, which only the tool result holds.
 # The ledger (the Postgres of tests/run) shows the client's two requests: the first
-# finished with tool_calls, the second, longer by the call and its result, with stop.
+# finished with tool_calls, the second, longer by the call and its result, with stop;
+# each run's evidence file (tests/clients/evidence.py) is assembled from the router's
+# request.evidence events and shows the second request answering the server's call id
+# through the API of the run. Evidence files: $TEST_UNDECLARED_OUTPUTS_DIR/evidence/.
 set -u
 source tests/lib/shtest.sh
 g=cli/gantry
@@ -42,7 +46,9 @@ done
 qwen_prompt="Qwen Code, read index.html and tell me what its heading says."
 opencode_prompt="OpenCode, read index.html and tell me what its heading says."
 # Rules match a substring of the last message: the tool result (turn 2) holds the
-# heading; the prompt (turn 1) names the client. OpenCode's title request (no tools) ends
+# heading; the prompt (turn 1) names the client. Turn 1 thinks first (the worker splits
+# <think> into reasoning), so the evidence shows whether the client sent the reasoning
+# back for the template to render in turn 2. OpenCode's title request (no tools) ends
 # with the same user message as its turn 1, so no rule can tell them apart: it gets the
 # same text back, plain (no tools advertised: nothing is parsed), and a line of text
 # before the call makes that a harmless title ("Reading index.html.").
@@ -50,9 +56,9 @@ cat >"$tmp/script.yaml" <<YAML
 - match: "Gantry works"
   emit: "The heading says: Gantry works"
 - match: "$qwen_prompt"
-  emit: "<tool_call>\\n{\\"name\\": \\"read_file\\", \\"arguments\\": {\\"file_path\\": \\"$ws_qwen/index.html\\"}}\\n</tool_call>"
+  emit: "<think>\\nI will read it.\\n</think>\\n\\n<tool_call>\\n{\\"name\\": \\"read_file\\", \\"arguments\\": {\\"file_path\\": \\"$ws_qwen/index.html\\"}}\\n</tool_call>"
 - match: "$opencode_prompt"
-  emit: "Reading index.html.\\n<tool_call>\\n{\\"name\\": \\"read\\", \\"arguments\\": {\\"filePath\\": \\"$ws_opencode/index.html\\"}}\\n</tool_call>"
+  emit: "<think>\\nThe user wants the heading.\\n</think>\\n\\nReading index.html.\\n<tool_call>\\n{\\"name\\": \\"read\\", \\"arguments\\": {\\"filePath\\": \\"$ws_opencode/index.html\\"}}\\n</tool_call>"
 - match: ""
   emit: "Reading a page heading"
 YAML
@@ -114,31 +120,77 @@ print("ok" if good else "bad")' "$expected" "$rows")
   [ "$turns" = ok ] && ok "$name-two-turns-reached-worker" || bad "$name-two-turns-reached-worker" "$rows"
 }
 
-# Qwen Code: settings in $HOME/.qwen, the endpoint in its OpenAI environment variables.
-home="$tmp/home-qwen"; mkdir -p "$home/.qwen"
-sed 's/capture-model/gantry-demo/' tests/clients/config/qwen-settings.json >"$home/.qwen/settings.json"
-since=$(last_id); t0=$(now)
-(cd "$ws_qwen" && HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
-  OPENAI_BASE_URL="$base" OPENAI_API_KEY="$key" OPENAI_MODEL=gantry-demo \
-  timeout "$client_timeout" "$clients/node_modules/.bin/qwen" "$qwen_prompt" </dev/null) >"$tmp/qwen.out" 2>&1
-rc=$?
-echo "qwen-code: exit $rc after $(secs "$t0" "$(now)") s"; tail -c 600 "$tmp/qwen.out"; echo
-check_round_trip qwen-code "$rc" "$tmp/qwen.out" "$since" 2
+# Per run: the evidence file, assembled from the router's request.evidence ledger events
+# (client, bundle, per-request prompt token count and token-id hash, advertised tools,
+# output cap, calls issued and answered, the second turn's rendered prompt, timings).
+evidence_dir=${TEST_UNDECLARED_OUTPUTS_DIR:-$tmp}/evidence
+mkdir -p "$evidence_dir"
+check_evidence() {  # NAME MODE RC SINCE
+  local name=$1 mode=$2 rc=$3 since=$4 file="$evidence_dir/$1.json" out
+  out=$(python3 tests/clients/evidence.py --db "$ledger_url" --since "$since" --mode "$mode" \
+          --exit-code "$rc" --out "$file" 2>&1)
+  local status=$?
+  echo "$name evidence ($file): $out"
+  [ $status = 0 ] && ok "$name-evidence" || bad "$name-evidence" "$out"
+}
+# Whether turn 2's rendered prompt holds turn 1's reasoning in the template's <think>
+# block (yes: the client sent it back; no: it did not).
+check_reasoning_replay() {  # NAME THINKING yes|no
+  local got
+  got=$(python3 -c 'import json, sys
+p = json.load(open(sys.argv[1])).get("second_turn_rendered_prompt") or ""
+print("yes" if "<think>\n" + sys.argv[2] + "\n</think>" in p else "no")' "$evidence_dir/$1.json" "$2")
+  [ "$got" = "$3" ] && ok "$1-reasoning-replayed-$3" || bad "$1-reasoning-replayed-$3" "got $got"
+}
 
-# OpenCode: opencode.json in the workspace (the provider's baseURL on our port).
-home="$tmp/home-opencode"; mkdir -p "$home"
-sed -e "s/__PORT__/$http/" -e 's/capture-model/gantry-demo/g' -e "s/sk-capture-dummy/$key/" \
-  tests/clients/config/opencode.json.template >"$ws_opencode/opencode.json"
-since=$(last_id); t0=$(now)
-(cd "$ws_opencode" && HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
-  XDG_DATA_HOME="$home/.local/share" XDG_STATE_HOME="$home/.local/state" \
-  OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_DEFAULT_PLUGINS=1 \
-  OPENCODE_DISABLE_LSP_DOWNLOAD=1 npm_config_offline=true \
-  timeout "$client_timeout" "$clients/node_modules/.bin/opencode" run "$opencode_prompt" </dev/null) >"$tmp/opencode.out" 2>&1
-rc=$?
-echo "opencode: exit $rc after $(secs "$t0" "$(now)") s"; tail -c 600 "$tmp/opencode.out"; echo
-# Three requests: the title request (no tools) and the two turns.
-check_round_trip opencode "$rc" "$tmp/opencode.out" "$since" 3
+# Qwen Code: settings in $HOME/.qwen (auth type openai = chat completions,
+# openai-responses = the Responses API), the endpoint in its OpenAI environment variables.
+run_qwen() {  # AUTH_TYPE MODE
+  local name="qwen-code-$2" home="$tmp/home-qwen-$2" since t0 rc
+  mkdir -p "$home/.qwen"
+  sed -e 's/capture-model/gantry-demo/' -e "s/\"selectedType\": \"openai\"/\"selectedType\": \"$1\"/" \
+    tests/clients/config/qwen-settings.json >"$home/.qwen/settings.json"
+  since=$(last_id); t0=$(now)
+  (cd "$ws_qwen" && HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
+    OPENAI_BASE_URL="$base" OPENAI_API_KEY="$key" OPENAI_MODEL=gantry-demo \
+    timeout "$client_timeout" "$clients/node_modules/.bin/qwen" "$qwen_prompt" </dev/null) >"$tmp/$name.out" 2>&1
+  rc=$?
+  echo "$name: exit $rc after $(secs "$t0" "$(now)") s"; tail -c 600 "$tmp/$name.out"; echo
+  check_round_trip "$name" "$rc" "$tmp/$name.out" "$since" 2
+  check_evidence "$name" "$2" "$rc" "$since"
+  check_reasoning_replay "$name" "I will read it." yes
+}
+run_qwen openai chat.completions
+# Responses: Qwen Code replays reasoning only with an encrypted_content, which Gantry's
+# reasoning items carry (docs/router.md, "Responses API").
+run_qwen openai-responses responses
+
+# OpenCode: opencode.json in the workspace (the provider's baseURL on our port). Its
+# provider package picks the API: @ai-sdk/openai-compatible speaks chat completions,
+# @ai-sdk/openai the Responses API.
+run_opencode() {  # NPM_PACKAGE MODE REASONING_REPLAYED
+  local name="opencode-$2" home="$tmp/home-opencode-$2" since t0 rc
+  mkdir -p "$home"
+  sed -e "s/__PORT__/$http/" -e 's/capture-model/gantry-demo/g' -e "s/sk-capture-dummy/$key/" \
+    -e "s|\"npm\": \"@ai-sdk/openai-compatible\"|\"npm\": \"$1\"|" \
+    tests/clients/config/opencode.json.template >"$ws_opencode/opencode.json"
+  since=$(last_id); t0=$(now)
+  (cd "$ws_opencode" && HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_CACHE_HOME="$home/.cache" \
+    XDG_DATA_HOME="$home/.local/share" XDG_STATE_HOME="$home/.local/state" \
+    OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_DEFAULT_PLUGINS=1 \
+    OPENCODE_DISABLE_LSP_DOWNLOAD=1 npm_config_offline=true \
+    timeout "$client_timeout" "$clients/node_modules/.bin/opencode" run "$opencode_prompt" </dev/null) >"$tmp/$name.out" 2>&1
+  rc=$?
+  echo "$name: exit $rc after $(secs "$t0" "$(now)") s"; tail -c 600 "$tmp/$name.out"; echo
+  # Three requests: the title request (no tools) and the two turns.
+  check_round_trip "$name" "$rc" "$tmp/$name.out" "$since" 3
+  check_evidence "$name" "$2" "$rc" "$since"
+  check_reasoning_replay "$name" "The user wants the heading." "$3"
+}
+run_opencode @ai-sdk/openai-compatible chat.completions yes
+# Responses: OpenCode sends reasoning back only as an item with encrypted_content (with
+# an empty summary), which Gantry's reasoning items carry.
+run_opencode @ai-sdk/openai responses yes
 
 out=$("$g" ledger verify --db "$ledger_url" 2>&1)
 [ $? = 0 ] && ok ledger-chains-verify || bad ledger-chains-verify "$out"

@@ -7,7 +7,6 @@
 #include "absl/strings/string_view.h"
 #include "common/error_codes.h"
 #include "common/json.h"
-#include "common/sha256.h"
 #include "common/status.h"
 #include "tokenizer-svc/conversation/conversation.h"
 
@@ -147,16 +146,6 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
   if (!ids.ok()) return ReasonError("invalid_request", ids.status().message());
   prompt.ids = std::move(*ids);
   return prompt;
-}
-
-std::string TokenIdsSha256(const std::vector<int32_t>& ids) {
-  std::string bytes;
-  bytes.reserve(ids.size() * 4);
-  for (int32_t id : ids) {
-    const uint32_t u = static_cast<uint32_t>(id);
-    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((u >> (8 * i)) & 0xFF));
-  }
-  return Sha256Hex(bytes);
 }
 
 }  // namespace gantry::conversation

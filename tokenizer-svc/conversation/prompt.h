@@ -55,10 +55,6 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                                    const v1::InferenceRequest& request,
                                    const PromptOptions& options = {});
 
-// Lowercase hex SHA-256 over `ids` as consecutive little-endian int32 values: how
-// evidence and the tokenizer service name a token sequence.
-std::string TokenIdsSha256(const std::vector<int32_t>& ids);
-
 }  // namespace gantry::conversation
 
 #endif  // GANTRY_TOKENIZER_SVC_CONVERSATION_PROMPT_H_

@@ -71,7 +71,7 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
       auto ids = m.tokenizer->Encode(request.tokenize().text(), options);
       if (!ids.ok()) return fail(ids.status());
       for (int32_t id : *ids) response.add_ids(id);
-      response.set_ids_sha256(conversation::TokenIdsSha256(*ids));
+      response.set_ids_sha256(TokenIdsSha256Hex(*ids));
       break;
     }
     case v1::TokenizerRequest::kDetokenize: {
@@ -95,7 +95,7 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
       auto prompt = conversation::BuildPrompt(*m.chat_template, *m.tokenizer, request.count());
       if (!prompt.ok()) return fail(prompt.status());
       response.set_count(static_cast<uint32_t>(prompt->ids.size()));
-      response.set_ids_sha256(conversation::TokenIdsSha256(prompt->ids));
+      response.set_ids_sha256(TokenIdsSha256Hex(prompt->ids));
       break;
     }
     default:

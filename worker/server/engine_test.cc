@@ -101,6 +101,7 @@ TEST_F(EngineTest, ScriptedTextComesOutExactlyWithOneTerminal) {
   EXPECT_GT(r.terminal.usage().completion_tokens(), 3u);
   EXPECT_EQ(r.terminal.bundle().model(), "test-qwen3");
   EXPECT_EQ(r.terminal.bundle().identity_sha256().size(), 64u);
+  EXPECT_EQ(r.terminal.prompt_token_ids_sha256().size(), 64u);
   for (size_t i = 0; i < r.seqs.size(); ++i) EXPECT_EQ(r.seqs[i], i);
 }
 

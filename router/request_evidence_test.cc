@@ -1,0 +1,73 @@
+#include "router/request_evidence.h"
+
+#include "gtest/gtest.h"
+
+namespace gantry::router {
+namespace {
+
+v1::InferenceRequest TurnTwo() {
+  v1::InferenceRequest req;
+  req.set_model("m");
+  req.set_max_tokens(64);
+  req.add_tools()->set_name("read");
+  req.add_tools()->set_name("glob");
+  v1::ChatMessage* call = req.add_messages();
+  call->set_role("assistant");
+  call->add_tool_calls()->set_id("call_a");
+  v1::ChatMessage* result = req.add_messages();
+  result->set_role("tool");
+  result->set_tool_call_id("call_a");
+  return req;
+}
+
+TEST(RequestEvidence, RecordsTheRequestTheStreamAndTheTerminal) {
+  RenderedPrompt rendered{7, "ab", "<prompt>"};
+  RequestEvidence evidence(TurnTwo(), rendered, "responses", "QwenCode/0.24.4 (linux; x64)",
+                           1000000);
+  v1::StreamEvent text, call;
+  text.mutable_text()->set_text("x");
+  call.mutable_tool_call()->mutable_call()->set_id("call_b");
+  call.mutable_tool_call()->mutable_call()->set_name("glob");
+  evidence.Observe(text, 1002500);  // 2.5 ms after receipt
+  evidence.Observe(call, 1004000);
+  v1::Terminal terminal;
+  terminal.set_finish_reason(v1::FINISH_TOOL_CALLS);
+  terminal.mutable_usage()->set_prompt_tokens(7);
+  terminal.set_prompt_token_ids_sha256("ab");
+  json::Value r = evidence.Finish(terminal, "bundle", 1005000);
+  EXPECT_EQ(r.Find("client")->Find("name")->as_string(), "QwenCode");
+  EXPECT_EQ(r.Find("client")->Find("version")->as_string(), "0.24.4");
+  EXPECT_EQ(r.Find("api")->as_string(), "responses");
+  EXPECT_EQ(r.Find("tools")->items().size(), 2u);
+  EXPECT_EQ(r.Find("max_output_tokens")->as_int64(), 64);
+  EXPECT_EQ(r.Find("tool_results")->items()[0].as_string(), "call_a");
+  EXPECT_EQ(r.Find("rendered_prompt")->as_string(), "<prompt>");
+  EXPECT_EQ(r.Find("tool_calls")->items()[0].Find("id")->as_string(), "call_b");
+  EXPECT_DOUBLE_EQ(r.Find("timings")->Find("first_output_ms")->as_double(), 2.5);
+  EXPECT_DOUBLE_EQ(r.Find("timings")->Find("tool_call_complete_ms")->as_double(), 4.0);
+  EXPECT_DOUBLE_EQ(r.Find("timings")->Find("finished_ms")->as_double(), 5.0);
+  EXPECT_EQ(r.Find("bundle_sha256")->as_string(), "bundle");  // none in the terminal
+  EXPECT_EQ(r.Find("worker_prompt_token_ids_sha256")->as_string(), "ab");
+  EXPECT_EQ(r.Find("outcome")->as_string(), "tool_calls");
+}
+
+TEST(RequestEvidence, FirstTurnKeepsOnlyThePromptHashAndErrorsNameTheirReason) {
+  v1::InferenceRequest req;
+  req.set_model("m");
+  req.add_messages()->set_role("user");
+  RequestEvidence evidence(req, {3, "cd", "<p>"}, "chat.completions", "", 0);
+  v1::Terminal lost;
+  lost.set_finish_reason(v1::FINISH_ERROR);
+  lost.mutable_status()->set_code("UNAVAILABLE");
+  lost.mutable_status()->set_reason("worker_lost");
+  json::Value r = evidence.Finish(lost, "", 10);
+  EXPECT_EQ(r.Find("rendered_prompt"), nullptr);
+  EXPECT_EQ(r.Find("rendered_prompt_sha256")->as_string().size(), 64u);
+  EXPECT_EQ(r.Find("client")->Find("name")->as_string(), "");  // no User-Agent
+  EXPECT_TRUE(r.Find("timings")->Find("first_output_ms")->is_null());
+  EXPECT_TRUE(r.Find("timings")->Find("tool_call_complete_ms")->is_null());
+  EXPECT_EQ(r.Find("outcome")->as_string(), "worker_lost");
+}
+
+}  // namespace
+}  // namespace gantry::router
