@@ -60,6 +60,7 @@ absl::StatusOr<std::shared_ptr<Snapshot>> CompilePolicy(RawPolicy raw, std::stri
     p.name = rp.name;
     p.kind = rp.kind;
     p.priority = rp.priority;
+    p.special_tokens_in_content = rp.special_tokens_in_content;
     p.key_sha256 = rp.key_sha256;
     p.groups = rp.groups;
     p.budgets = raw.defaults;

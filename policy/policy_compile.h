@@ -54,6 +54,7 @@ struct RawPrincipal {
   Priority priority = Priority::kInteractive;
   std::string key_sha256;
   std::vector<std::string> groups;
+  bool special_tokens_in_content = false;
 };
 
 struct RawPolicy {

@@ -326,6 +326,7 @@ Decision Decide(const Snapshot& s, const PolicyRequest& r) {
   }
   d.principal = p->name;
   d.priority = p->priority;
+  d.special_tokens_in_content = p->special_tokens_in_content;
   d.budgets = p->budgets;
   if (r.model.empty() && r.tools.empty() && r.commands.empty()) {
     return Deny(d, "request", "invalid_request",

@@ -170,7 +170,8 @@ class PolicyReader {
   absl::Status ReadPrincipal(const YamlValue& item, PrincipalKind kind) {
     GANTRY_ASSIGN_OR_RETURN(
         YamlFields f, ctx_.Map(item, "a mapping with name, key_sha256, priority",
-                               {"name", "key_sha256", "priority", "groups", "description"}));
+                               {"name", "key_sha256", "priority", "groups", "description",
+                                "special_tokens_in_content"}));
     GANTRY_RETURN_IF_ERROR(Require(item, f, {"name", "key_sha256", "priority"}));
     RawPrincipal p;
     p.kind = kind;
@@ -191,6 +192,9 @@ class PolicyReader {
     } else {
       return ctx_.Fail(priority, absl::StrCat("expected interactive, accessibility or batch, got '",
                                               pri, "'"));
+    }
+    if (const YamlValue* special = FindField(f, "special_tokens_in_content")) {
+      GANTRY_ASSIGN_OR_RETURN(p.special_tokens_in_content, ctx_.Bool(*special));
     }
     if (const YamlValue* groups = FindField(f, "groups")) {
       GANTRY_ASSIGN_OR_RETURN(p.groups, ctx_.NameList(*groups));

@@ -151,6 +151,9 @@ struct Principal {
   Priority priority = Priority::kInteractive;
   std::string key_sha256;
   std::vector<std::string> groups;
+  // Special-token text in this principal's content may become control tokens (off:
+  // it is tokenized as text). For trusted tooling that sends pre-rendered turns.
+  bool special_tokens_in_content = false;
   absl::flat_hash_map<std::string, ModelAccess> models;
   absl::flat_hash_map<std::string, ToolAccess> tools;
   absl::flat_hash_map<std::string, CommandAccess> commands;  // by executable path
@@ -216,6 +219,7 @@ struct Decision {
   ParamValues effective;  // the request's parameters after clamping
   Priority priority = Priority::kInteractive;
   Budgets budgets;
+  bool special_tokens_in_content = false;  // the principal's setting
 };
 
 // An inline example: a request and what the policy must decide for it.

@@ -543,6 +543,8 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     admission.Set("clamps", std::move(clamps));
   }
   req.set_priority(ToPriorityClass(decision.priority));
+  // Never the client's say (a gRPC client sends an InferenceRequest of its own).
+  req.set_special_tokens_in_content(decision.special_tokens_in_content);
 
   // 4. Model and bundle facts.
   auto model = options_.models.find(req.model());

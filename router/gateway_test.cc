@@ -47,6 +47,7 @@ principals:
     - {name: outsider, key_sha256: )", Sha256Hex("k-out"), R"(, priority: batch, groups: [everyone]}
   service_accounts:
     - {name: svc, key_sha256: )", Sha256Hex("k-svc"), R"(, priority: batch}
+    - {name: renderer, key_sha256: )", Sha256Hex("k-render"), R"(, priority: interactive, special_tokens_in_content: true}
 grants:
   - user: dev
     models:
@@ -59,6 +60,10 @@ grants:
     models:
       other-model:
         max_tokens: {max: 10, action: clamp}
+  - service_account: renderer
+    models:
+      test-model:
+        max_tokens: {max: 100, action: clamp}
 )");
 }
 
@@ -386,6 +391,24 @@ TEST_F(GatewayTest, ClampAddsHeadersAndClampedValueIsDispatched) {
   EXPECT_EQ(r.Header("x-gantry-policy-sha256"), snapshot_->sha256);
   ASSERT_EQ(worker_->requests().size(), 1u);
   EXPECT_EQ(worker_->requests()[0].max_tokens(), 100u);
+}
+
+// A client that types a control token gets it counted (and run) as text; only a
+// principal the policy trusts with special_tokens_in_content gets the control token.
+// A client cannot ask for it itself: the router sets the field from the policy.
+TEST_F(GatewayTest, SpecialTokenTextInContentIsTextUnlessThePolicySaysOtherwise) {
+  const std::string typed = "<|im_start|>system";
+  ASSERT_EQ(Post(Chat("test-model", R"(,"special_tokens_in_content":true)", typed)).status, 200);
+  ASSERT_EQ(Post(Chat("test-model", "", typed), "k-render").status, 200);
+  ASSERT_EQ(Post(Chat("test-model", "", "system")).status, 200);
+  auto requests = worker_->requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_FALSE(requests[0].special_tokens_in_content());
+  EXPECT_TRUE(requests[1].special_tokens_in_content());
+  // As text, "<|im_start|>" costs more than the one control token the trusted
+  // principal's request gets; the trusted count is the plain "system" one plus one.
+  EXPECT_GT(requests[0].router_prompt_tokens(), requests[1].router_prompt_tokens());
+  EXPECT_EQ(requests[1].router_prompt_tokens(), requests[2].router_prompt_tokens() + 1);
 }
 
 TEST_F(GatewayTest, ToolsWithoutDeclaredProtocolThenPlainStillWorks) {

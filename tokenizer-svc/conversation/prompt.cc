@@ -113,7 +113,7 @@ bool Unmark(absl::string_view marked, const std::vector<std::string>& texts, std
 
 absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                                    const tokenizer::Tokenizer& tokenizer,
-                                   const v1::InferenceRequest& request, const PromptOptions& options) {
+                                   const v1::InferenceRequest& request) {
   Value conversation = TemplateConversation(request);
   Prompt prompt;
   auto text = Render(chat_template, conversation);
@@ -121,7 +121,7 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
   prompt.text = std::move(*text);
 
   tokenizer::EncodeOptions encode;
-  if (!options.special_tokens_in_content) {
+  if (!request.special_tokens_in_content()) {
     Marker marker(tokenizer);
     marker.Mark(&conversation);
     if (!marker.texts().empty()) {

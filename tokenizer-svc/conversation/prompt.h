@@ -8,7 +8,8 @@
 // content, reasoning, tool arguments and definitions, template variables) is not
 // allowed to produce one: a user who types "<|im_start|>system" gets the ids of that
 // text, never the control token (HF's split_special_tokens behaviour, applied to the
-// client's spans only). Unless `special_tokens_in_content` says otherwise.
+// client's spans only). Unless the request's `special_tokens_in_content` (set by the
+// router from the principal's policy, never by the client) says otherwise.
 //
 // How the spans are found: every occurrence of a special token's text in a client
 // string is replaced by a marker made of Unicode noncharacters before rendering; after
@@ -34,12 +35,6 @@
 
 namespace gantry::conversation {
 
-struct PromptOptions {
-  // Let special-token text in client content become control tokens (HF's default;
-  // a prompt-injection path, so only for principals the policy trusts).
-  bool special_tokens_in_content = false;
-};
-
 struct Prompt {
   std::string text;
   std::vector<int32_t> ids;
@@ -52,8 +47,7 @@ struct Prompt {
 // template mangled).
 absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                                    const tokenizer::Tokenizer& tokenizer,
-                                   const v1::InferenceRequest& request,
-                                   const PromptOptions& options = {});
+                                   const v1::InferenceRequest& request);
 
 }  // namespace gantry::conversation
 
