@@ -45,6 +45,7 @@ absl::StatusOr<std::shared_ptr<Snapshot>> CompilePolicy(RawPolicy raw, std::stri
   snap->sha256 = std::move(sha256);
   snap->source = std::move(source);
   snap->defaults = raw.defaults;
+  snap->advertised_tools = raw.advertised_tools;
   snap->groups = raw.groups;
   for (const ModelInfo& model : raw.models) snap->models[model.name] = model;
 

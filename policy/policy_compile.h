@@ -59,6 +59,7 @@ struct RawPrincipal {
 
 struct RawPolicy {
   Budgets defaults;
+  AdvertisedTools advertised_tools = AdvertisedTools::kAllow;
   std::vector<ModelInfo> models;
   std::vector<std::string> groups;
   std::vector<RawPrincipal> principals;

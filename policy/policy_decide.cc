@@ -182,6 +182,20 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
   return true;
 }
 
+}  // namespace
+
+std::string AdvertisedToolRefusal(const Snapshot& snapshot, const std::string& principal,
+                                  const std::string& tool) {
+  auto by_name = snapshot.by_name.find(principal);
+  if (by_name == snapshot.by_name.end()) return kDefaultDeny;
+  const Principal& p = snapshot.principals[by_name->second];
+  auto it = p.tools.find(tool);
+  if (it == p.tools.end()) return kDefaultDeny;
+  return it->second.deny_rule;
+}
+
+namespace {
+
 bool DecideTool(const Principal& p, const ToolCallRequest& call, Decision& d,
                 std::string* allow_rule) {
   auto it = p.tools.find(call.name);

@@ -41,6 +41,13 @@ std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::
 // The wire form (gantry.v1.PolicyDecision), as recorded in the ledger.
 void ToProto(const Decision& decision, v1::PolicyDecision* out);
 
+// The name-level check of a tool a request advertises (arguments are not known yet):
+// "" when some grant of `principal` names `tool` and no deny does, else the rule that
+// refuses it ("default_deny" or "grants[i].deny.tools[k]"). An unknown principal is
+// refused by "default_deny".
+std::string AdvertisedToolRefusal(const Snapshot& snapshot, const std::string& principal,
+                                  const std::string& tool);
+
 }  // namespace gantry::policy
 
 #endif  // GANTRY_POLICY_POLICY_DECIDE_H_

@@ -102,8 +102,21 @@ class PolicyReader {
   }
 
   absl::Status ReadDefaults(const YamlValue& at) {
-    GANTRY_ASSIGN_OR_RETURN(YamlFields f, ctx_.Map(at, "a mapping with budgets", {"budgets"}));
+    GANTRY_ASSIGN_OR_RETURN(YamlFields f, ctx_.Map(at, "a mapping with budgets, advertised_tools",
+                                                   {"budgets", "advertised_tools"}));
     GANTRY_RETURN_IF_ERROR(Require(at, f, {"budgets"}));
+    if (const YamlValue* advertised = FindField(f, "advertised_tools")) {
+      GANTRY_ASSIGN_OR_RETURN(std::string mode, ctx_.String(*advertised));
+      if (mode == "allow") {
+        raw_.advertised_tools = AdvertisedTools::kAllow;
+      } else if (mode == "strip") {
+        raw_.advertised_tools = AdvertisedTools::kStrip;
+      } else if (mode == "reject") {
+        raw_.advertised_tools = AdvertisedTools::kReject;
+      } else {
+        return ctx_.Fail(*advertised, absl::StrCat("expected allow, strip or reject, got '", mode, "'"));
+      }
+    }
     return ReadBudgets(*FindField(f, "budgets"), true, nullptr, &raw_.defaults);
   }
 

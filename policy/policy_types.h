@@ -237,6 +237,11 @@ struct ModelInfo {
   std::vector<std::string> bundles;
 };
 
+// What the router does with the tools a request advertises to the model that the
+// principal is not granted (by name): pass them on (each call is still checked where
+// it runs: harness, sandbox), strip them from the request, or refuse the request.
+enum class AdvertisedTools : uint8_t { kAllow, kStrip, kReject };
+
 struct Snapshot {
   std::string sha256;  // SHA-256 of the policy file's bytes
   std::string source;  // the file name used in messages
@@ -246,6 +251,7 @@ struct Snapshot {
   absl::flat_hash_map<std::string, ModelInfo> models;
   std::vector<std::string> groups;
   Budgets defaults;
+  AdvertisedTools advertised_tools = AdvertisedTools::kAllow;
   std::vector<Example> examples;
 };
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "common/error_codes.h"
@@ -545,6 +546,42 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   req.set_priority(ToPriorityClass(decision.priority));
   // Never the client's say (a gRPC client sends an InferenceRequest of its own).
   req.set_special_tokens_in_content(decision.special_tokens_in_content);
+
+  // 3b. Tools the request advertises that the principal is not granted: passed on,
+  // stripped, or refused, as the policy says (defaults.advertised_tools).
+  if (snapshot->advertised_tools != policy::AdvertisedTools::kAllow && req.tools_size() > 0) {
+    std::vector<std::string> stripped;
+    auto* tools = req.mutable_tools();
+    for (int i = 0; i < tools->size();) {
+      const std::string& name = tools->Get(i).name();
+      std::string rule = policy::AdvertisedToolRefusal(*snapshot, principal_name, name);
+      if (rule.empty()) {
+        ++i;
+        continue;
+      }
+      if (snapshot->advertised_tools == policy::AdvertisedTools::kReject ||
+          (req.tool_choice() == v1::TOOL_CHOICE_NAMED && req.tool_choice_name() == name)) {
+        return reject(ReasonError(
+            "policy_denied", absl::StrCat("denied by rule ", rule, " (tool_not_granted): the request "
+                                          "offers tool '", name, "', which '", principal_name,
+                                          "' may not use")));
+      }
+      stripped.push_back(name);
+      tools->erase(tools->begin() + i);
+    }
+    if (!stripped.empty()) {
+      if (req.tools_size() == 0 && req.tool_choice() == v1::TOOL_CHOICE_REQUIRED) {
+        return reject(ReasonError("policy_denied",
+                                  "tool_choice is required and every offered tool was stripped "
+                                  "(tool_not_granted)"));
+      }
+      Value names = Value::EmptyArray();
+      for (const auto& n : stripped) names.Append(Value::String(n));
+      admission.Set("stripped_tools", std::move(names));
+      policy_headers.emplace_back("x-gantry-tools-stripped", absl::StrJoin(stripped, ","));
+      *headers = policy_headers;
+    }
+  }
 
   // 4. Model and bundle facts.
   auto model = options_.models.find(req.model());
