@@ -194,4 +194,7 @@ run_opencode @ai-sdk/openai responses yes
 
 out=$("$g" ledger verify --db "$ledger_url" 2>&1)
 [ $? = 0 ] && ok ledger-chains-verify || bad ledger-chains-verify "$out"
+# The evidence files hold what the checks needed; the run's database goes.
+{ cleanup; wait; } 2>/dev/null
+psql -q "$GANTRY_TEST_PG_URL" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || echo "could not drop $db"
 finish
