@@ -227,6 +227,7 @@ void Gateway::Fail(http::ResponseWriter& writer, const absl::Status& status,
   for (const auto& h : extra) response.headers.push_back(h);
   int code = response.status;
   (code >= 500 ? responses_5xx_ : responses_4xx_)++;
+  metrics_.Error(http::ErrorCodeOf(status));
   writer.Send(response);
 }
 
@@ -310,6 +311,7 @@ std::string Gateway::MetricsText() const {
            "Policy reloads refused (the previous policy stayed in force).",
            options_.policy_reload_errors());
   }
+  out += metrics_.Text();
   absl::StrAppend(&out, "# HELP gantry_policy_info The policy snapshot in force.\n",
                   "# TYPE gantry_policy_info gauge\n", "gantry_policy_info{sha256=\"",
                   options_.policy()->sha256, "\"} 1\n");
@@ -396,6 +398,7 @@ struct Gateway::Call::State {
   std::shared_ptr<EventQueue> queue;
   std::unique_ptr<BudgetSettlement> settlement;
   std::optional<RequestEvidence> evidence;
+  bool first_output_seen = false;
   bool done = false;
 };
 
@@ -426,6 +429,10 @@ std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
   if (!event) return event;
   const int64_t now = st.gateway->options_.clock->UnixMicros();
   st.evidence->Observe(*event, now);
+  if (!st.first_output_seen && (event->has_text() || event->has_reasoning() || event->has_tool_call())) {
+    st.first_output_seen = true;
+    st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
+  }
   if (event->has_terminal()) {
     st.gateway->RecordOutcome(st, event->terminal(), now);
     st.done = true;
@@ -439,6 +446,8 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
   const std::string& request_id = st.request_id;
   RecordEvent(request_id, "request.evidence",
               Canonical(st.evidence->Finish(terminal, st.bundle_sha, now_us)));
+  metrics_.RequestFinished((now_us - st.received_us) / 1e6, terminal.usage().prompt_tokens(),
+                           terminal.usage().completion_tokens());
   if (st.settlement) {
     st.settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
   }
@@ -750,6 +759,9 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
         if (responses_api) writer.WriteChunk(responses.Start());
       }
       writer.WriteChunk(responses_api ? responses.OnEvent(event) : renderer.OnEvent(event));
+      if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
+        metrics_.Error(http::ErrorCodeOf(openai::TerminalStatus(event.terminal())));
+      }
       if (event.has_terminal()) {
         writer.EndChunked();
         break;

@@ -50,6 +50,7 @@
 #include "router/broker/broker.h"
 #include "router/budget/budget_tracker.h"
 #include "router/http/http_server.h"
+#include "router/metrics.h"
 #include "router/request_evidence.h"
 
 namespace gantry {
@@ -194,6 +195,8 @@ class Gateway {
   const std::map<std::string, ModelEntry>& models() const { return options_.models; }
   broker::Broker* broker() const { return options_.broker; }
   const Clock* clock() const { return options_.clock; }
+  // Request metrics, for transports to count what they send (errors by code).
+  RouterMetrics& metrics() { return metrics_; }
 
  private:
   enum class Api { kChatCompletions, kResponses };
@@ -208,6 +211,7 @@ class Gateway {
   void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
 
   GatewayOptions options_;
+  RouterMetrics metrics_;
   std::atomic<uint64_t> requests_total_{0};
   std::atomic<uint64_t> responses_2xx_{0};
   std::atomic<uint64_t> responses_4xx_{0};

@@ -495,6 +495,17 @@ TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_worker_handshakes_refused_total 0"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_worker_handshakes_admitted_total 0"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_policy_info{sha256=\""));
+  // The refusal above, by its code; no request reached a worker yet in this test.
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_errors_total{code=\"no_worker\"} 1"));
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_request_duration_seconds_count 0"));
+  // One served request: one duration observed, its tokens counted.
+  ASSERT_EQ(Post(Chat("test-model")).status, 200);
+  ASSERT_TRUE(client->SendRequest("GET", "/metrics", "").ok());
+  metrics = client->ReadResponse();
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_request_duration_seconds_count 1"));
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_request_duration_seconds_bucket{le=\"+Inf\"} 1"));
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_first_output_seconds_count 1"));
+  EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_prompt_tokens_total 10"));
   ASSERT_TRUE(client->SendRequest("GET", "/nope", "").ok());
   auto missing = client->ReadResponse();
   EXPECT_EQ(missing->status, 404);
