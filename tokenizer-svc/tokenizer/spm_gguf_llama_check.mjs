@@ -1,5 +1,5 @@
 // llama.cpp's own tokenizer (the peer's node-llama-cpp, vocab only) on a SentencePiece
-// GGUF written by spm_test_gguf: prints one line per corpus case and variant,
+// GGUF written by `gantry bundle make-test-model`: prints one line per corpus case and variant,
 // "ok <case> <variant>" or "bad <case> <variant> <first differing index>", comparing with
 // the expected Hugging Face ids (parse_special=true vs "ids", false vs "ids_split_special").
 //   node spm_gguf_llama_check.mjs PEER_DIR MODEL.gguf EXPECTED_DIR CORPUS_DIR

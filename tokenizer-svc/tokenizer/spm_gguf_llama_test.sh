@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# The SentencePiece GGUFs our tests write (spm_test_gguf: Mistral = reference "llama2",
-# Gemma 3) are what llama.cpp reads: the peer's llama.cpp (vocab only) tokenizes every
+# The SentencePiece GGUFs `gantry bundle make-test-model` writes (Mistral = reference
+# "llama2", Gemma 3) are what llama.cpp reads: the peer's llama.cpp (vocab only) tokenizes every
 # corpus case to the Hugging Face ids, with special tokens parsed and as text; and
 # `gantry tokenize` on the same file gives those ids too (the 30 KB prompt).
 set -u
 source tests/lib/shtest.sh
 g=cli/gantry
-writer=tokenizer-svc/tokenizer/spm_test_gguf_tool
 data=tests/data/tokenizer
 peer=${GANTRY_LLAMA_PEER_DIR:-}
 if [ -z "$peer" ] || [ ! -d "$peer/node_modules/node-llama-cpp" ] || [ ! -d "$peer/tokenizers" ]; then
@@ -16,7 +15,8 @@ fi
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 for tok in llama2 gemma3; do
   model="$tmp/$tok.gguf"
-  if ! out=$("$writer" "$peer/tokenizers/$tok" "$model" 2>&1); then
+  if ! out=$("$g" bundle make-test-model --tokenizer "$peer/tokenizers/$tok" --arch llama --n-layer 1 \
+             --n-embd 64 --n-head 4 --n-head-kv 2 --n-ff 128 --tied -o "$model" 2>&1); then
     bad "$tok-write" "$out"
     continue
   fi

@@ -5,13 +5,9 @@
 // "ids_split_special" variants; plus texts outside the corpus (non-NFC input) and the
 // refusals for bad or unsupported GGUF tokenizers.
 //
-// SentencePiece: for Mistral (reference "llama2") and Gemma 3, a tokenizer-only GGUF
-// written here the way llama.cpp's converter writes a SentencePiece vocabulary
-// (tokenizer.ggml.model "llama", pieces, scores, types, add_space_prefix; no merges)
-// gives the expected HF ids in all three variants. The real scores live in the model's
-// tokenizer.model, which the reference folder lacks; the stand-in score of a piece is
-// minus the rank of its first merge in tokenizer.json, so the GGUF carries the ranking
-// HF's converter derived from the real ones.
+// SentencePiece: for Mistral (reference "llama2") and Gemma 3, a `make-test-model` GGUF
+// (tokenizer.ggml.model "llama": pieces, stand-in scores, types, add_space_prefix; no
+// merges, see test_model.h) gives the expected HF ids in all three variants.
 //
 // Needs $GANTRY_REFERENCE_DIR/tokenizers/<name>/ (fails, does not skip, without it).
 #include <dirent.h>
@@ -31,7 +27,6 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
-#include "tokenizer-svc/tokenizer/spm_test_gguf.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 #include "worker/gguf/gguf.h"
 #include "worker/testmodel/test_model.h"
@@ -77,34 +72,32 @@ Pair* GetPair(const std::string& name) {
   std::string dir = ReferenceDir() + "/tokenizers/" + name;
   Pair pair;
   pair.gguf_path = TempDir() + "/" + name + ".gguf";
-  if (name == "llama2" || name == "gemma3") {
-    absl::Status written = WriteSentencePieceGgufForTest(dir, pair.gguf_path);
-    auto gguf = written.ok() ? Tokenizer::Load(pair.gguf_path) : absl::StatusOr<std::unique_ptr<Tokenizer>>(written);
-    if (!gguf.ok()) {
-      ADD_FAILURE() << name << ": " << gguf.status();
-      return nullptr;
-    }
-    pair.gguf = std::move(gguf).value();
-    return &((*cache)[name] = std::move(pair));
-  }
+  const bool sentencepiece = name == "llama2" || name == "gemma3";
   testmodel::TestModelOptions o;
   o.tokenizer_dir = dir;
   o.arch = name == "qwen3" ? "qwen3" : "llama";
   o.n_layer = 1;
   o.n_embd = 64;
+  o.tied = sentencepiece;  // one 64-wide table for Gemma 3's 262k pieces is enough
   auto made = testmodel::MakeTestModel(o, pair.gguf_path);
   if (!made.ok()) {
     ADD_FAILURE() << "make-test-model " << name << ": " << made.status();
     return nullptr;
   }
-  auto json = Tokenizer::Load(dir);
   auto gguf = Tokenizer::Load(pair.gguf_path);
-  if (!json.ok() || !gguf.ok()) {
-    ADD_FAILURE() << name << ": " << json.status() << " / " << gguf.status();
+  if (!gguf.ok()) {
+    ADD_FAILURE() << name << " (GGUF): " << gguf.status();
     return nullptr;
   }
-  pair.json = std::move(json).value();
   pair.gguf = std::move(gguf).value();
+  if (!sentencepiece) {  // (the big SentencePiece files are held to HF's ids alone)
+    auto json = Tokenizer::Load(dir);
+    if (!json.ok()) {
+      ADD_FAILURE() << name << " (tokenizer.json): " << json.status();
+      return nullptr;
+    }
+    pair.json = std::move(json).value();
+  }
   return &((*cache)[name] = std::move(pair));
 }
 
