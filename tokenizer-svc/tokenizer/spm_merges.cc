@@ -46,6 +46,10 @@ absl::StatusOr<std::vector<std::pair<int32_t, int32_t>>> SpmMerges(const std::ve
       if (left == ids.end()) continue;
       auto right = ids.find(text.substr(k));
       if (right == ids.end()) continue;
+      if (candidates.size() >= kMaxSpmMerges) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("SentencePiece vocabulary yields more than ", kMaxSpmMerges, " merges"));
+      }
       double priority = pieces[i].priority;
       if (std::isnan(priority)) priority = -std::numeric_limits<double>::infinity();  // keeps the order strict
       candidates.push_back({priority, static_cast<int32_t>(i), left->second, right->second});

@@ -30,9 +30,11 @@ struct SpmPiece {
 // The merges as (left id, right id), best first. A piece is looked up by its first id.
 // Pieces longer than kMaxSpmPieceBytes are not split (real vocabularies stay under
 // about 100 bytes). RESOURCE_EXHAUSTED when the vocabulary would need more than
-// kMaxSpmSplitChecks split lookups (a hostile file; Gemma 3 needs 1.5 million).
+// kMaxSpmSplitChecks split lookups or yield more than kMaxSpmMerges merges (a hostile
+// file; Gemma 3, the largest we know, needs 1.2 million lookups for 515,000 merges).
 constexpr size_t kMaxSpmPieceBytes = 1024;
-constexpr uint64_t kMaxSpmSplitChecks = 64u << 20;
+constexpr uint64_t kMaxSpmSplitChecks = 16u << 20;
+constexpr size_t kMaxSpmMerges = 2u << 20;
 absl::StatusOr<std::vector<std::pair<int32_t, int32_t>>> SpmMerges(const std::vector<SpmPiece>& pieces);
 
 }  // namespace gantry::tokenizer

@@ -5,13 +5,9 @@
 // "ids_split_special" variants; plus texts outside the corpus (non-NFC input) and the
 // refusals for bad or unsupported GGUF tokenizers.
 //
-// SentencePiece: for Mistral (reference "llama2") and Gemma 3, a tokenizer-only GGUF
-// written here the way llama.cpp's converter writes a SentencePiece vocabulary
-// (tokenizer.ggml.model "llama", pieces, scores, types, add_space_prefix; no merges)
-// gives the expected HF ids in all three variants. The real scores live in the model's
-// tokenizer.model, which the reference folder lacks; the stand-in score of a piece is
-// minus the rank of its first merge in tokenizer.json, so the GGUF carries the ranking
-// HF's converter derived from the real ones.
+// SentencePiece: for Mistral (reference "llama2") and Gemma 3, a `make-test-model` GGUF
+// (tokenizer.ggml.model "llama": pieces, stand-in scores, types, add_space_prefix; no
+// merges, see test_model.h) gives the expected HF ids in all three variants.
 //
 // Needs $GANTRY_REFERENCE_DIR/tokenizers/<name>/ (fails, does not skip, without it).
 #include <dirent.h>
@@ -57,100 +53,6 @@ std::string ReferenceDir() {
   return root == nullptr ? "" : root;
 }
 
-// tokenizer.json's "merges" entry as its two parts ("a b" or ["a", "b"]).
-std::pair<std::string, std::string> MergeParts(const json::Value& m) {
-  if (m.is_string()) {
-    const std::string& s = m.as_string();
-    size_t space = s.find(' ');
-    return {s.substr(0, space), s.substr(space + 1)};
-  }
-  return {m.items()[0].as_string(), m.items()[1].as_string()};
-}
-
-// Special enough for llama.cpp's converter to mark CONTROL whatever the file says.
-bool LooksSpecial(const std::string& t) {
-  auto wrapped = [&](const std::string& open, const std::string& close) {
-    return t.size() >= open.size() + close.size() && t.compare(0, open.size(), open) == 0 &&
-           t.compare(t.size() - close.size(), close.size(), close) == 0;
-  };
-  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
-         wrapped("<ï½", "ï½>") || wrapped("<unused", ">");
-}
-
-// A tokenizer-only GGUF of a SentencePiece-style tokenizer.json (byte fallback), with
-// the metadata llama.cpp's converter writes for one (see the top of this file).
-absl::Status WriteSentencePieceGguf(const std::string& dir, const std::string& path) {
-  GANTRY_ASSIGN_OR_RETURN(json::Value tj, json::Parse(ReadAll(dir + "/tokenizer.json")));
-  GANTRY_ASSIGN_OR_RETURN(json::Value config, json::Parse(ReadAll(dir + "/tokenizer_config.json")));
-  const json::Value& model = *tj.Find("model");
-  std::map<std::string, int64_t> first_merge;
-  const auto& merges = model.Find("merges")->items();
-  for (size_t i = 0; i < merges.size(); ++i) {
-    auto [l, r] = MergeParts(merges[i]);
-    first_merge.emplace(l + r, static_cast<int64_t>(i));
-  }
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;
-  std::vector<float> scores;
-  auto slot = [&](int64_t id) {
-    while (static_cast<int64_t>(tokens.size()) <= id) {
-      tokens.push_back("[PAD" + std::to_string(tokens.size()) + "]");
-      types.push_back(5);  // UNUSED
-      scores.push_back(-10000.0f);
-    }
-  };
-  const std::string unk = model.Find("unk_token")->as_string();
-  for (const auto& [piece, id_value] : model.Find("vocab")->members()) {
-    int64_t id = *id_value.as_int64();
-    slot(id);
-    tokens[id] = piece;
-    bool byte = piece.size() == 6 && piece.compare(0, 3, "<0x") == 0 && piece[5] == '>';
-    types[id] = byte ? 6 : piece == unk ? 2 : 1;
-    auto merge = first_merge.find(piece);
-    scores[id] = types[id] != 1                ? 0.0f
-                 : merge != first_merge.end() ? -static_cast<float>(merge->second)
-                                              : -static_cast<float>(merges.size() + id);
-  }
-  for (const json::Value& added : tj.Find("added_tokens")->items()) {
-    int64_t id = *added.Find("id")->as_int64();
-    std::string content = added.Find("content")->as_string();
-    slot(id);
-    if (added.Find("special")->as_bool() || LooksSpecial(content)) {
-      types[id] = 3;  // CONTROL
-    } else {
-      types[id] = 4;  // USER_DEFINED, spaces "pre-normalized" as the converter does
-      content = absl::StrReplaceAll(content, {{"â", " "}});
-    }
-    tokens[id] = content;
-    scores[id] = -1000.0f;
-  }
-  auto id_of = [&](const char* key) -> int64_t {
-    const json::Value* v = config.Find(key);
-    if (v == nullptr || !v->is_string()) return -1;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      if (tokens[i] == v->as_string()) return static_cast<int64_t>(i);
-    }
-    return -1;
-  };
-  const json::Value* normalizer = tj.Find("normalizer");
-  bool prepends = normalizer != nullptr && json::DumpCompact(*normalizer).find("Prepend") != std::string::npos;
-  gguf::GgufWriter w;
-  w.AddString("general.architecture", "llama");
-  w.AddString("tokenizer.ggml.model", "llama");
-  w.AddString("tokenizer.ggml.pre", "default");
-  w.AddStringArray("tokenizer.ggml.tokens", tokens);
-  w.AddFloat32Array("tokenizer.ggml.scores", scores);
-  w.AddInt32Array("tokenizer.ggml.token_type", types);
-  for (auto [key, name] : {std::pair<const char*, const char*>{"bos_token", "tokenizer.ggml.bos_token_id"},
-                           {"eos_token", "tokenizer.ggml.eos_token_id"},
-                           {"unk_token", "tokenizer.ggml.unknown_token_id"}}) {
-    if (int64_t id = id_of(key); id >= 0) w.AddUint32(name, static_cast<uint32_t>(id));
-  }
-  w.AddBool("tokenizer.ggml.add_bos_token", config.Find("add_bos_token")->as_bool());
-  w.AddBool("tokenizer.ggml.add_eos_token", config.Find("add_eos_token")->as_bool());
-  if (!prepends) w.AddBool("tokenizer.ggml.add_space_prefix", false);
-  return w.WriteFile(path);
-}
 
 struct Pair {
   std::unique_ptr<Tokenizer> json;  // from tokenizer.json (byte-level pairs only)
@@ -170,34 +72,32 @@ Pair* GetPair(const std::string& name) {
   std::string dir = ReferenceDir() + "/tokenizers/" + name;
   Pair pair;
   pair.gguf_path = TempDir() + "/" + name + ".gguf";
-  if (name == "llama2" || name == "gemma3") {
-    absl::Status written = WriteSentencePieceGguf(dir, pair.gguf_path);
-    auto gguf = written.ok() ? Tokenizer::Load(pair.gguf_path) : absl::StatusOr<std::unique_ptr<Tokenizer>>(written);
-    if (!gguf.ok()) {
-      ADD_FAILURE() << name << ": " << gguf.status();
-      return nullptr;
-    }
-    pair.gguf = std::move(gguf).value();
-    return &((*cache)[name] = std::move(pair));
-  }
+  const bool sentencepiece = name == "llama2" || name == "gemma3";
   testmodel::TestModelOptions o;
   o.tokenizer_dir = dir;
   o.arch = name == "qwen3" ? "qwen3" : "llama";
   o.n_layer = 1;
   o.n_embd = 64;
+  o.tied = sentencepiece;  // one 64-wide table for Gemma 3's 262k pieces is enough
   auto made = testmodel::MakeTestModel(o, pair.gguf_path);
   if (!made.ok()) {
     ADD_FAILURE() << "make-test-model " << name << ": " << made.status();
     return nullptr;
   }
-  auto json = Tokenizer::Load(dir);
   auto gguf = Tokenizer::Load(pair.gguf_path);
-  if (!json.ok() || !gguf.ok()) {
-    ADD_FAILURE() << name << ": " << json.status() << " / " << gguf.status();
+  if (!gguf.ok()) {
+    ADD_FAILURE() << name << " (GGUF): " << gguf.status();
     return nullptr;
   }
-  pair.json = std::move(json).value();
   pair.gguf = std::move(gguf).value();
+  if (!sentencepiece) {  // (the big SentencePiece files are held to HF's ids alone)
+    auto json = Tokenizer::Load(dir);
+    if (!json.ok()) {
+      ADD_FAILURE() << name << " (tokenizer.json): " << json.status();
+      return nullptr;
+    }
+    pair.json = std::move(json).value();
+  }
   return &((*cache)[name] = std::move(pair));
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # llama.cpp (node-llama-cpp, the peer) loads every model `gantry bundle make-test-model`
-# writes: both architectures, every weight type we write, tied and untied; and it
-# tokenizes the built-in chat prompt exactly like the Hugging Face reference with the
-# vocabulary we carried over.
+# writes: both architectures, every weight type we write, tied and untied, byte-level and
+# SentencePiece vocabularies; and it tokenizes the built-in chat prompt exactly like the
+# Hugging Face reference with the vocabulary we carried over.
 set -u
 source tests/lib/shtest.sh
 g=cli/gantry
@@ -36,6 +36,17 @@ done
 # Bad options are usage errors, not crashes.
 "$g" bundle make-test-model --tokenizer "$peer/tokenizers/qwen3" --arch gpt9 -o "$tmp/x.gguf" >/dev/null 2>&1
 [ $? = 1 ] && ok bad-arch || bad bad-arch "exit status"
-"$g" bundle make-test-model --tokenizer "$peer/tokenizers/llama2" -o "$tmp/x.gguf" 2>&1 | grep -q 'not supported yet' &&
-  ok sentencepiece-refused || bad sentencepiece-refused "no clear error"
+# SentencePiece vocabularies (Mistral = "llama2", Gemma 3) on the llama architecture.
+for tok in llama2 gemma3; do
+  model="$tmp/llama-$tok.gguf"
+  out=$("$g" bundle make-test-model --tokenizer "$peer/tokenizers/$tok" --arch llama --n-layer 1 \
+        --n-embd 64 --n-head 4 --n-head-kv 2 --n-ff 128 --wtype f16 --tied -o "$model" 2>&1) ||
+    { bad "llama-$tok" "make-test-model: $out"; continue; }
+  report=$(cd "$peer" && timeout 120 node llama_peer.mjs --model "$model" --tokenizer "tokenizers/$tok" \
+           --n 4 --bench 0 --repeat 1 2>&1)
+  if grep -q '"reference_ids_match": true' <<<"$report"; then ok "llama-$tok"; else
+    bad "llama-$tok" "$(tail -c 600 <<<"$report")"
+  fi
+  rm -f "$model"
+done
 finish

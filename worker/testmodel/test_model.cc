@@ -3,9 +3,11 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "common/status.h"
@@ -17,7 +19,7 @@ namespace {
 using gguf::TensorType;
 
 // llama.cpp token types.
-constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
+constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
 
 // SplitMix64 feeding Box-Muller: a small, portable, seeded normal generator (the
 // weights need only be deterministic, not numpy-identical).
@@ -60,14 +62,23 @@ absl::StatusOr<json::Value> ReadJson(const std::string& path) {
 
 // Same heuristic as llama.cpp's converter: tokens that look like control tokens.
 bool LooksSpecial(const std::string& t) {
-  return t == "<pad>" || t == "<mask>" || (absl::StartsWith(t, "<|") && absl::EndsWith(t, "|>")) ||
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" ||
+         (absl::StartsWith(t, "<|") && absl::EndsWith(t, "|>")) ||
+         (absl::StartsWith(t, "<\xEF\xBD\x9C") && absl::EndsWith(t, "\xEF\xBD\x9C>")) ||
          (absl::StartsWith(t, "<unused") && absl::EndsWith(t, ">"));
 }
+
+constexpr char kSpaceMarker[] = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
 struct Vocab {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
-  std::vector<std::string> merges;
+  std::vector<std::string> merges;  // byte-level only
+  // SentencePiece (byte_fallback) vocabularies: scores instead of merges.
+  bool sentencepiece = false;
+  std::vector<float> scores;
+  bool add_space_prefix = true;
+  std::string unk_token;
   json::Value config;  // tokenizer_config.json, or an empty object
 };
 
@@ -83,9 +94,10 @@ absl::StatusOr<Vocab> LoadVocab(const std::string& dir) {
   }
   if (const json::Value* fallback = model->Find("byte_fallback");
       fallback && fallback->is_bool() && fallback->as_bool()) {
-    return absl::InvalidArgumentError(
-        "SentencePiece-style BPE (byte_fallback) vocabularies are not supported yet; use a "
-        "byte-level BPE tokenizer such as qwen3 or llama3");
+    v.sentencepiece = true;
+    if (const json::Value* unk = model->Find("unk_token"); unk && unk->is_string()) v.unk_token = unk->as_string();
+    const json::Value* normalizer = tj.Find("normalizer");
+    v.add_space_prefix = normalizer && json::DumpCompact(*normalizer).find("\"Prepend\"") != std::string::npos;
   }
   std::map<int64_t, std::string> by_id;
   for (const auto& [token, id] : model->Find("vocab")->members()) {
@@ -106,27 +118,58 @@ absl::StatusOr<Vocab> LoadVocab(const std::string& dir) {
   int64_t n = 0;
   if (!by_id.empty()) n = by_id.rbegin()->first + 1;
   if (!added.empty()) n = std::max(n, added.rbegin()->first + 1);
-  for (int64_t i = 0; i < n; ++i) {
-    if (auto it = added.find(i); it != added.end()) {
-      v.tokens.push_back(it->second.first);
-      v.types.push_back(it->second.second || LooksSpecial(it->second.first) ? kControl : kUserDefined);
-    } else if (auto jt = by_id.find(i); jt != by_id.end()) {
-      v.tokens.push_back(jt->second);
-      v.types.push_back(kNormal);
-    } else {
-      v.tokens.push_back(absl::StrCat("[PAD", i, "]"));
-      v.types.push_back(kUnused);
-    }
-  }
   if (const json::Value* merges = model->Find("merges"); merges && merges->is_array()) {
     for (const json::Value& m : merges->items()) {
       if (m.is_string()) {
         v.merges.push_back(m.as_string());
-      } else if (m.is_array() && m.items().size() == 2 && m.items()[0].is_string()) {
+      } else if (m.is_array() && m.items().size() == 2 && m.items()[0].is_string() &&
+                 m.items()[1].is_string()) {
         v.merges.push_back(absl::StrCat(m.items()[0].as_string(), " ", m.items()[1].as_string()));
       }
     }
   }
+  // SentencePiece: the rank of the first merge making each piece stands in for its score
+  // (the real scores live in tokenizer.model, which HF ranked its merges by).
+  std::map<std::string, int64_t> first_merge;
+  if (v.sentencepiece) {
+    for (size_t r = 0; r < v.merges.size(); ++r) {
+      const std::string& m = v.merges[r];
+      size_t space = m.find(' ');
+      if (space != std::string::npos) first_merge.emplace(m.substr(0, space) + m.substr(space + 1), r);
+    }
+  }
+  const float merges_count = static_cast<float>(v.merges.size());
+  for (int64_t i = 0; i < n; ++i) {
+    if (auto it = added.find(i); it != added.end()) {
+      std::string text = it->second.first;
+      const bool control = it->second.second || LooksSpecial(text);
+      // llama.cpp's converter "pre-normalizes" the spaces of user-defined pieces.
+      if (v.sentencepiece && !control) text = absl::StrReplaceAll(text, {{kSpaceMarker, " "}});
+      v.tokens.push_back(text);
+      v.types.push_back(control ? kControl : kUserDefined);
+      v.scores.push_back(-1000.0f);
+    } else if (auto jt = by_id.find(i); jt != by_id.end()) {
+      const std::string& piece = jt->second;
+      v.tokens.push_back(piece);
+      if (v.sentencepiece && piece.size() == 6 && absl::StartsWith(piece, "<0x") && piece[5] == '>') {
+        v.types.push_back(kByte);
+        v.scores.push_back(0.0f);
+      } else if (v.sentencepiece && piece == v.unk_token) {
+        v.types.push_back(kUnknown);
+        v.scores.push_back(0.0f);
+      } else {
+        v.types.push_back(kNormal);
+        auto merge = first_merge.find(piece);
+        v.scores.push_back(merge != first_merge.end() ? -static_cast<float>(merge->second)
+                                                      : -(merges_count + static_cast<float>(i)));
+      }
+    } else {
+      v.tokens.push_back(absl::StrCat("[PAD", i, "]"));
+      v.types.push_back(kUnused);
+      v.scores.push_back(-10000.0f);
+    }
+  }
+  if (v.sentencepiece) v.merges.clear();  // a SentencePiece GGUF carries none
   return v;
 }
 
@@ -145,6 +188,55 @@ std::string SpecialFromConfig(const json::Value& cfg, const char* key) {
     return v->Find("content")->as_string();
   }
   return "";
+}
+
+// The tokenizer.ggml.* of a SentencePiece vocabulary, as llama.cpp's converter writes
+// them (no merges: scores).
+void AddSentencePieceVocab(const Vocab& vocab, gguf::GgufWriter* out) {
+  gguf::GgufWriter& w = *out;
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddString("tokenizer.ggml.pre", "default");
+  w.AddStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  w.AddFloat32Array("tokenizer.ggml.scores", vocab.scores);
+  w.AddInt32Array("tokenizer.ggml.token_type", vocab.types);
+  for (auto [key, name] : {std::pair<const char*, const char*>{"bos_token", "tokenizer.ggml.bos_token_id"},
+                           {"eos_token", "tokenizer.ggml.eos_token_id"},
+                           {"unk_token", "tokenizer.ggml.unknown_token_id"}}) {
+    int64_t id = IndexOf(vocab.tokens, SpecialFromConfig(vocab.config, key));
+    if (id >= 0) w.AddUint32(name, static_cast<uint32_t>(id));
+  }
+  for (auto [key, name] : {std::pair<const char*, const char*>{"add_bos_token", "tokenizer.ggml.add_bos_token"},
+                           {"add_eos_token", "tokenizer.ggml.add_eos_token"}}) {
+    if (const json::Value* b = vocab.config.Find(key); b && b->is_bool()) w.AddBool(name, b->as_bool());
+  }
+  if (!vocab.add_space_prefix) w.AddBool("tokenizer.ggml.add_space_prefix", false);
+}
+
+// The tokenizer.ggml.* of a byte-level BPE vocabulary, as llama.cpp's converter writes them.
+void AddByteLevelVocab(const Vocab& vocab, gguf::GgufWriter* out) {
+  gguf::GgufWriter& w = *out;
+  const bool is_qwen_vocab = IndexOf(vocab.tokens, "<|im_start|>") >= 0;
+  w.AddString("tokenizer.ggml.model", "gpt2");
+  w.AddString("tokenizer.ggml.pre", is_qwen_vocab ? "qwen2" : "llama-bpe");
+  w.AddStringArray("tokenizer.ggml.tokens", vocab.tokens);
+  w.AddInt32Array("tokenizer.ggml.token_type", vocab.types);
+  w.AddStringArray("tokenizer.ggml.merges", vocab.merges);
+  if (is_qwen_vocab) {
+    const int64_t eot = IndexOf(vocab.tokens, "<|endoftext|>");
+    int64_t eos = IndexOf(vocab.tokens, SpecialFromConfig(vocab.config, "eos_token"));
+    if (eos < 0) eos = IndexOf(vocab.tokens, "<|im_end|>");
+    if (eot >= 0) w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(eot));
+    if (eos >= 0) w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+    if (eot >= 0) w.AddUint32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(eot));
+    w.AddBool("tokenizer.ggml.add_bos_token", false);
+  } else {
+    const int64_t bos = IndexOf(vocab.tokens, SpecialFromConfig(vocab.config, "bos_token"));
+    int64_t eos = IndexOf(vocab.tokens, "<|eot_id|>");
+    if (eos < 0) eos = IndexOf(vocab.tokens, SpecialFromConfig(vocab.config, "eos_token"));
+    if (bos >= 0) w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
+    if (eos >= 0) w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+    w.AddBool("tokenizer.ggml.add_bos_token", true);
+  }
 }
 
 uint32_t FileTypeOf(TensorType t) {
@@ -209,27 +301,10 @@ absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& o, const 
     w.AddUint32(a + ".rope.dimension_count", hd);
     w.AddUint32(a + ".vocab_size", n_vocab);
   }
-  const bool is_qwen_vocab = IndexOf(vocab.tokens, "<|im_start|>") >= 0;
-  w.AddString("tokenizer.ggml.model", "gpt2");
-  w.AddString("tokenizer.ggml.pre", is_qwen_vocab ? "qwen2" : "llama-bpe");
-  w.AddStringArray("tokenizer.ggml.tokens", vocab.tokens);
-  w.AddInt32Array("tokenizer.ggml.token_type", vocab.types);
-  w.AddStringArray("tokenizer.ggml.merges", vocab.merges);
-  if (is_qwen_vocab) {
-    const int64_t eot = IndexOf(vocab.tokens, "<|endoftext|>");
-    int64_t eos = IndexOf(vocab.tokens, SpecialFromConfig(vocab.config, "eos_token"));
-    if (eos < 0) eos = IndexOf(vocab.tokens, "<|im_end|>");
-    if (eot >= 0) w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(eot));
-    if (eos >= 0) w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
-    if (eot >= 0) w.AddUint32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(eot));
-    w.AddBool("tokenizer.ggml.add_bos_token", false);
+  if (vocab.sentencepiece) {
+    AddSentencePieceVocab(vocab, &w);
   } else {
-    const int64_t bos = IndexOf(vocab.tokens, SpecialFromConfig(vocab.config, "bos_token"));
-    int64_t eos = IndexOf(vocab.tokens, "<|eot_id|>");
-    if (eos < 0) eos = IndexOf(vocab.tokens, SpecialFromConfig(vocab.config, "eos_token"));
-    if (bos >= 0) w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
-    if (eos >= 0) w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
-    w.AddBool("tokenizer.ggml.add_bos_token", true);
+    AddByteLevelVocab(vocab, &w);
   }
   if (const json::Value* tpl = vocab.config.Find("chat_template"); tpl && tpl->is_string()) {
     w.AddString("tokenizer.chat_template", tpl->as_string());

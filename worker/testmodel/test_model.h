@@ -1,7 +1,10 @@
 // Deterministic random-weight GGUF models for tests, benchmarks and the demo bring-up
 // (`gantry bundle make-test-model`). The vocabulary, merges, token types, special
 // token ids and chat template come from a real Hugging Face tokenizer directory,
-// converted the way llama.cpp's converter does for byte-level BPE ("gpt2") tokenizers;
+// converted the way llama.cpp's converter does: byte-level BPE as "gpt2" (merges), and
+// SentencePiece-style BPE (byte_fallback: Mistral, Gemma) as "llama" (pieces, scores,
+// types; the scores, which live in tokenizer.model, are stood in for by minus the rank
+// of each piece's first merge in tokenizer.json, the ranking HF derived from them);
 // the weights are random but a pure function of the options (seeded), so the same
 // options always give the same bytes. llama.cpp loads these files.
 //
@@ -43,7 +46,7 @@ struct TestModelSummary {
 };
 
 // Writes the model to `path`. Errors: INVALID_ARGUMENT for inconsistent options or an
-// unsupported tokenizer (only byte-level BPE for now), NOT_FOUND for a missing
+// unsupported tokenizer (a model other than BPE), NOT_FOUND for a missing
 // tokenizer.json, UNAVAILABLE when the file cannot be written.
 absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& options,
                                                const std::string& path);
