@@ -307,12 +307,18 @@ TEST(Broker, QueueOverflowCancelAndPriority) {
   EXPECT_EQ(first->terminals(), 1);  // the worker's FINAL (cancelled) was absorbed
 }
 
+// A DEALER connected to the broker that speaks whatever frames the test sends.
+zmq::socket_t RawPeer(zmq::context_t& context, const Broker& broker) {
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(broker.endpoint());
+  return dealer;
+}
+
 TEST(Broker, UnknownPeerGetsDisconnectAndMalformedFramesAreDropped) {
   auto broker = StartBroker();
   zmq::context_t context(1);
-  zmq::socket_t dealer(context, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(broker->endpoint());
+  zmq::socket_t dealer = RawPeer(context, *broker);
   v1::Heartbeat hb;
   ASSERT_TRUE(SendFrames(dealer, wire::EncodeFrames(hb)).ok());
   auto reply = RecvFrames(dealer, 3000);
@@ -337,9 +343,7 @@ TEST(Broker, UnknownPeerGetsDisconnectAndMalformedFramesAreDropped) {
 TEST(Broker, AdmittedFromAWorkerIsDropped) {
   auto broker = StartBroker();
   zmq::context_t context(1);
-  zmq::socket_t dealer(context, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(broker->endpoint());
+  zmq::socket_t dealer = RawPeer(context, *broker);
   v1::Ready ready;
   ready.set_protocol_version(wire::kWorkerProtocolVersion);
   ready.set_worker_id("host/1/raw");
