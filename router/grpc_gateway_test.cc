@@ -294,6 +294,29 @@ TEST_F(GrpcGatewayTest, OnlyTheOwnerCancels) {
   EXPECT_FALSE(CancelAs("k-dev", "req_000000000000000000000000"));
 }
 
+TEST_F(GrpcGatewayTest, CancelReachesARequestStartedOverHttp) {
+  worker_->SetScript({FakeStep::Text("partial"), FakeStep::Hang()});
+  auto client = http::TestHttpClient::Connect(router_->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->SendRequest(
+      "POST", "/v1/chat/completions",
+      absl::StrCat(R"({"model":")", kModel,
+                   R"(","stream":true,"messages":[{"role":"user","content":"hi"}]})"),
+      {{"Authorization", "Bearer k-dev"}, {"Content-Type", "application/json"}}).ok());
+  bool cancelled = false;
+  auto response = client->ReadResponse(10000, [&](absl::string_view chunk) {
+    if (!cancelled && absl::StrContains(chunk, "partial")) {
+      EXPECT_EQ(worker_->requests().size(), 1u);
+      cancelled = CancelAs("k-dev", worker_->requests()[0].request_id());
+    }
+    return true;
+  });
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(cancelled);
+  EXPECT_TRUE(absl::StrContains(response->body, R"("code":"cancelled")")) << response->body;
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
+}
+
 TEST_F(GrpcGatewayTest, AClientThatGoesAwayCancelsOnTheWorker) {
   worker_->SetScript({FakeStep::Text("partial"), FakeStep::Hang()});
   grpc::ClientContext ctx;
