@@ -81,6 +81,7 @@ PY
 status=$(chat not-a-key "$body"); [ "$status" = 401 ] && ok unknown-key-401 || bad unknown-key-401 "$status"
 
 # The gRPC Gateway: the same pipeline over HTTP/2 (tests/integration/grpc_chat_client.cc).
+# As admin: dana's 30 requests a minute are for the checks below.
 gc=tests/integration/grpc_chat_client
 summary() {  # summary FILE -> "FIRST_EVENT PRIORITY TEXT_EVENTS JOINED_TEXT TERMINAL STATUS"
   python3 - "$1" <<'PY'
@@ -93,7 +94,7 @@ print(first[0], first[2] if len(first) > 2 else "-", len(texts), repr("".join(te
       term[0] if term else "no-terminal", lines[-1] if lines else "")
 PY
 }
-"$gc" "127.0.0.1:$grpc" gantry-demo-dev chat gantry-demo "Say hello" >"$tmp/grpc-dev" 2>&1
+"$gc" "127.0.0.1:$grpc" gantry-demo-admin chat gantry-demo "Say hello" >"$tmp/grpc-dev" 2>&1
 read -r first prio dev_texts dev_rest <<<"$(summary "$tmp/grpc-dev")"
 [ "$first $prio" = "admitted PRIORITY_INTERACTIVE" ] &&
   [ "$dev_rest" = "'Hello from Gantry.' terminal FINISH_STOP - status 0 -" ] &&
@@ -111,14 +112,14 @@ curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer 
 "$gc" "127.0.0.1:$grpc" not-a-key chat gantry-demo "Say hello" >"$tmp/grpc-bad" 2>&1
 [ "$(tail -1 "$tmp/grpc-bad")" = "status 16 unauthenticated" ] && [ "$(wc -l <"$tmp/grpc-bad")" = 1 ] &&
   ok grpc-unknown-key-unauthenticated || bad grpc-unknown-key-unauthenticated "$(cat "$tmp/grpc-bad")"
-"$gc" "127.0.0.1:$grpc" gantry-demo-dev models >"$tmp/grpc-models" 2>&1
+"$gc" "127.0.0.1:$grpc" gantry-demo-admin models >"$tmp/grpc-models" 2>&1
 grep -q "^model gantry-demo 2048 64 1 " "$tmp/grpc-models" && [ "$(tail -1 "$tmp/grpc-models")" = "status 0 -" ] &&
   ok grpc-list-models || bad grpc-list-models "$(cat "$tmp/grpc-models")"
 # A gRPC client that cancels mid-stream: the request ends cancelled (ledger below) and
 # the worker serves the next request.
-"$gc" "127.0.0.1:$grpc" gantry-demo-dev chat gantry-demo "a long one" --cancel-after-text >"$tmp/grpc-cancel" 2>&1
+"$gc" "127.0.0.1:$grpc" gantry-demo-admin chat gantry-demo "a long one" --cancel-after-text >"$tmp/grpc-cancel" 2>&1
 cancelled_id=$(awk '/^admitted/ {print $2}' "$tmp/grpc-cancel")
-[ "$(tail -1 "$tmp/grpc-cancel")" = "status 1 -" ] && status=$(chat gantry-demo-dev "$body") && [ "$status" = 200 ] &&
+[ "$(tail -1 "$tmp/grpc-cancel")" = "status 1 -" ] && status=$(chat gantry-demo-admin "$body") && [ "$status" = 200 ] &&
   ok grpc-client-cancel || bad grpc-client-cancel "$status $(head -3 "$tmp/grpc-cancel"; tail -2 "$tmp/grpc-cancel")"
 status=$(chat gantry-demo-dev '{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}')
 { [ "$status" = 403 ] || [ "$status" = 404 ]; } && ok unknown-model-4xx || bad unknown-model-4xx "$status"

@@ -1,8 +1,9 @@
 // A tiny gRPC Gateway client for shell tests (grpc_cli is not available offline):
 //
-//   grpc_chat_client HOST:PORT KEY chat MODEL TEXT [--cancel-after-text]
-//   grpc_chat_client HOST:PORT KEY models
+//   grpc_chat_client [--ca CERT.pem] HOST:PORT KEY chat MODEL TEXT [--cancel-after-text]
+//   grpc_chat_client [--ca CERT.pem] HOST:PORT KEY models
 //
+// With --ca the channel is TLS, trusting CERT.pem; without it, plain text.
 // chat prints one line per StreamEvent: "admitted REQ_ID PRIORITY", "text JSON_STRING",
 // "reasoning JSON_STRING", "tool_call NAME ARGS", "usage COMPLETION_TOKENS",
 // "terminal FINISH_REASON REASON"; models prints "model NAME CONTEXT DEFAULT_MAX_TOKENS
@@ -13,6 +14,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/json.h"
@@ -37,14 +40,25 @@ int Finish(const grpc::Status& status, const grpc::ClientContext& ctx) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (argc > 2 && std::string(argv[1]) == "--ca") {
+    std::ifstream in(argv[2]);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    grpc::SslCredentialsOptions trust;
+    trust.pem_root_certs = pem.str();
+    credentials = grpc::SslCredentials(trust);
+    argc -= 2;
+    argv += 2;
+  }
   if (argc < 4) {
-    std::fprintf(stderr, "usage: grpc_chat_client HOST:PORT KEY chat MODEL TEXT "
-                         "[--cancel-after-text] | HOST:PORT KEY models\n");
+    std::fprintf(stderr, "usage: grpc_chat_client [--ca CERT.pem] HOST:PORT KEY chat MODEL TEXT "
+                         "[--cancel-after-text] | [--ca CERT.pem] HOST:PORT KEY models\n");
     return 2;
   }
   const std::string command = argv[3];
   auto stub = gantry::v1::Gateway::NewStub(
-      grpc::CreateChannel(argv[1], grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(argv[1], credentials));
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", std::string("Bearer ") + argv[2]);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
