@@ -14,6 +14,9 @@
 //           admission, the broker, and the OpenAI response body.
 // Latency: one request at a time, p50 / p99; added = routed - direct.
 // Throughput: `--concurrency` clients for `--seconds` each way, requests per second.
+// Accessibility: a principal of the accessibility class streams the same request
+// (SSE); time from sending to the `: admitted` comment and to the first text chunk,
+// p50 / p99 (the goal: admitted within 100 ms).
 // Every run prints the load average: on a 2-core machine shared with builds, figures
 // are only comparable within one run.
 #include <algorithm>
@@ -49,6 +52,7 @@ using testing::FakeWorkerOptions;
 
 constexpr char kModel[] = "bench-model";
 constexpr char kKey[] = "k-bench";
+constexpr char kA11yKey[] = "k-bench-a11y";
 constexpr char kPrompt[] = "Say hi.";
 
 double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
@@ -69,8 +73,13 @@ models:
 principals:
   users:
     - {name: bench, key_sha256: )", Sha256Hex(kKey), R"(, priority: interactive}
+    - {name: reader, key_sha256: )", Sha256Hex(kA11yKey), R"(, priority: accessibility}
 grants:
   - user: bench
+    models:
+      bench-model:
+        max_tokens: {max: 16, action: clamp}
+  - user: reader
     models:
       bench-model:
         max_tokens: {max: 16, action: clamp}
@@ -182,6 +191,29 @@ bool Post(http::TestHttpClient* client) {
   return response.ok() && response->status == 200;
 }
 
+// A streamed request of the accessibility principal: microseconds from sending to the
+// `: admitted` comment and to the first text chunk. False on any failure.
+bool PostAccessible(http::TestHttpClient* client, double* admitted_us, double* first_text_us) {
+  static const std::vector<std::pair<std::string, std::string>> headers = {
+      {"Content-Type", "application/json"}, {"Authorization", absl::StrCat("Bearer ", kA11yKey)}};
+  static const std::string body = absl::StrCat(
+      R"({"model":")", kModel, R"(","stream":true,"max_tokens":16,"messages":[{"role":"user","content":")",
+      kPrompt, R"("}]})");
+  *admitted_us = *first_text_us = -1;
+  auto start = Clock::now();
+  if (!client->SendRequest("POST", "/v1/chat/completions", body, headers).ok()) return false;
+  auto response = client->ReadResponse(10000, [&](absl::string_view chunk) {
+    if (*admitted_us < 0 && chunk.find(": admitted ") != absl::string_view::npos) {
+      *admitted_us = Micros(Clock::now() - start);
+    }
+    if (*first_text_us < 0 && chunk.find("\"content\":\"Hi") != absl::string_view::npos) {
+      *first_text_us = Micros(Clock::now() - start);
+    }
+    return true;
+  });
+  return response.ok() && response->status == 200 && *admitted_us >= 0 && *first_text_us >= 0;
+}
+
 int Flag(int argc, char** argv, const char* name, int fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
@@ -287,6 +319,22 @@ int Main(int argc, char** argv) {
     for (auto& t : clients) t.join();
   }
 
+  // Accessibility: admitted, then the first text.
+  std::vector<double> admitted_us, first_text_us;
+  {
+    auto client = http::TestHttpClient::Connect(router->port());
+    if (!client.ok()) return 1;
+    for (int i = 0; i < std::min(requests, 1000); ++i) {
+      double admitted = 0, first_text = 0;
+      if (!PostAccessible(&*client, &admitted, &first_text)) {
+        std::fprintf(stderr, "router_bench: accessibility request %d failed\n", i);
+        return 1;
+      }
+      admitted_us.push_back(admitted);
+      first_text_us.push_back(first_text);
+    }
+  }
+
   const double d50 = Percentile(direct_us, 0.5), d99 = Percentile(direct_us, 0.99);
   const double r50 = Percentile(routed_us, 0.5), r99 = Percentile(routed_us, 0.99);
   std::printf("prompt counted with the %s\n", counted_with.c_str());
@@ -297,6 +345,10 @@ int Main(int argc, char** argv) {
               "(%lld routed failures); load average %.2f\n",
               r50 - d50, r99 - d99, direct_done > 0 ? double(routed_done.load()) / direct_done : 0.0,
               static_cast<long long>(routed_failed.load()), LoadAverage());
+  std::printf("accessibility (SSE, %zu requests): admitted p50 %.1f us, p99 %.1f us; first text "
+              "p50 %.1f us, p99 %.1f us (goal: admitted within 100 ms)\n",
+              admitted_us.size(), Percentile(admitted_us, 0.5), Percentile(admitted_us, 0.99),
+              Percentile(first_text_us, 0.5), Percentile(first_text_us, 0.99));
   return routed_failed.load() == 0 ? 0 : 1;
 }
 
