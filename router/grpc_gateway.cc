@@ -22,6 +22,10 @@ namespace {
 
 // Requests as large as the HTTP listener takes (HttpLimits: 16 MiB bodies).
 constexpr int kMaxRequestBytes = 16 << 20;
+// Threads of the synchronous server (a Chat call holds one until its Terminal), as many
+// as the HTTP server's handler pool may grow to; beyond them gRPC answers
+// RESOURCE_EXHAUSTED itself.
+constexpr int kMaxThreads = 4096;
 
 std::string MetadataValue(const grpc::ServerContext& ctx, const char* key) {
   auto it = ctx.client_metadata().find(key);
@@ -175,6 +179,9 @@ absl::StatusOr<std::unique_ptr<GrpcGateway>> GrpcGateway::Start(Gateway* gateway
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  grpc::ResourceQuota quota("gantry-grpc-gateway");
+  quota.SetMaxThreads(kMaxThreads);
+  builder.SetResourceQuota(quota);
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
     return absl::UnavailableError(absl::StrCat("gRPC: cannot listen on ", options.listen));
