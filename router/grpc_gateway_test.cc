@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -292,6 +293,79 @@ TEST_F(GrpcGatewayTest, OnlyTheOwnerCancels) {
   EXPECT_EQ(worker_->cancels_received()[0], id);
   EXPECT_FALSE(CancelAs("k-dev", id));  // finished
   EXPECT_FALSE(CancelAs("k-dev", "req_000000000000000000000000"));
+}
+
+TEST_F(GrpcGatewayTest, AQueuedRequestCanBeCancelledByItsAdmittedId) {
+  // Both slots of the worker hang; a third request waits in the queue, and its admitted
+  // event is all the client has: that is enough to cancel it.
+  worker_->SetScript({FakeStep::Hang()});
+  std::vector<std::thread> busy;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    Authorize(contexts.back().get(), "k-dev");
+    busy.emplace_back([&, ctx = contexts.back().get()] {
+      auto reader = stub_->Chat(ctx, Request());
+      v1::StreamEvent e;
+      while (reader->Read(&e)) {
+      }
+      reader->Finish();
+    });
+  }
+  ASSERT_TRUE(worker_->WaitFor([&] { return worker_->requests_received() == 2; }, 5000));
+  ChatResult r = Chat(Request(), "k-dev", [&](const v1::StreamEvent& e) {
+    if (e.has_admitted()) {
+      EXPECT_EQ(router_->broker()->stats().queued, 1u);
+      EXPECT_TRUE(CancelAs("k-dev", e.request_id()));
+    }
+  });
+  for (auto& ctx : contexts) ctx->TryCancel();
+  for (auto& t : busy) t.join();
+  ExpectWellFormed(r);
+  EXPECT_EQ(r.events.size(), 3u);  // admitted, usage (include_usage), the Terminal
+  EXPECT_EQ(r.events.back().terminal().finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(r.events.back().terminal().status().message(), "cancelled by the client (gRPC Cancel)");
+}
+
+TEST_F(GrpcGatewayTest, ManyConcurrentStreams) {
+  // 200 streams held at the gate until all are in flight (four workers of 50 slots).
+  worker_.reset();
+  std::vector<std::unique_ptr<FakeWorkerForTest>> workers;
+  for (int i = 0; i < 4; ++i) {
+    FakeWorkerOptions w;
+    w.endpoint = router_->broker()->endpoint();
+    w.worker_id = absl::StrCat("host/", i, "/many");
+    w.model = kModel;
+    w.slots = 50;
+    w.script = {FakeStep::Text("Hi. "), FakeStep::Gate(), FakeStep::Text("Bye."),
+                FakeStep::Finish(v1::FINISH_STOP)};
+    workers.push_back(std::make_unique<FakeWorkerForTest>(w));
+  }
+  ASSERT_TRUE(workers[0]->WaitFor(
+      [&] { return router_->broker()->LiveWorkerCount(kModel) == 4; }, 5000));
+  constexpr int kStreams = 200;
+  std::atomic<int> good{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      ChatResult r = Chat(Request(), i % 2 ? "k-dev" : "k-ada");
+      std::string text;
+      for (const auto& e : r.events) text += e.has_text() ? e.text().text() : "";
+      if (r.status.ok() && r.events.size() >= 4 && r.events[0].has_admitted() &&
+          r.events.back().terminal().finish_reason() == v1::FINISH_STOP && text == "Hi. Bye.") {
+        ++good;
+      }
+    });
+  }
+  auto in_flight = [&] {
+    int n = 0;
+    for (auto& w : workers) n += w->active_requests();
+    return n;
+  };
+  EXPECT_TRUE(workers[0]->WaitFor([&] { return in_flight() == kStreams; }, 20000));
+  for (auto& w : workers) w->OpenGate();
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(good.load(), kStreams);
 }
 
 TEST_F(GrpcGatewayTest, CancelReachesARequestStartedOverHttp) {
