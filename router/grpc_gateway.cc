@@ -105,8 +105,12 @@ class GatewayService final : public v1::Gateway::Service {
         if (!writer->Write(usage)) return ClientGone(*call);
       }
       event->set_seq(++seq);
+      if (last) {
+        // The Terminal goes out with the call's end (one write fewer).
+        writer->WriteLast(*event, grpc::WriteOptions());
+        return grpc::Status::OK;
+      }
       if (!writer->Write(*event)) return ClientGone(*call);
-      if (last) return grpc::Status::OK;
     }
   }
 

@@ -14,6 +14,8 @@
 //           admission, the broker, and the OpenAI response body.
 // Latency: one request at a time, p50 / p99; added = routed - direct.
 // Throughput: `--concurrency` clients for `--seconds` each way, requests per second.
+//   grpc    the same request as a gRPC Gateway Chat call (router/grpc_gateway.h) over one
+//           HTTP/2 channel: the admitted event, "Hi", the Terminal.
 // Accessibility: a principal of the accessibility class streams the same request
 // (SSE); time from sending to the `: admitted` comment and to the first text chunk,
 // p50 / p99 (the goal: admitted within 100 ms).
@@ -30,15 +32,18 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
 #include <zmq.hpp>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "common/zmq_io.h"
+#include "gantry/v1/gateway.grpc.pb.h"
 #include "proto/worker_frames.h"
 #include "router/fake_worker_for_test.h"
 #include "router/gateway.h"
+#include "router/grpc_gateway.h"
 #include "router/in_process_router_for_test.h"
 #include "router/http/test_http_client.h"
 
@@ -214,6 +219,29 @@ bool PostAccessible(http::TestHttpClient* client, double* admitted_us, double* f
   return response.ok() && response->status == 200 && *admitted_us >= 0 && *first_text_us >= 0;
 }
 
+// One gRPC Chat call read to its end. False unless it ends OK with "Hi" and a Terminal.
+bool GrpcChat(v1::Gateway::Stub* stub) {
+  static const v1::ChatRequest request = [] {
+    v1::ChatRequest chat;
+    chat.mutable_request()->set_model(kModel);
+    chat.mutable_request()->set_max_tokens(16);
+    v1::ChatMessage* m = chat.mutable_request()->add_messages();
+    m->set_role("user");
+    m->set_content(kPrompt);
+    return chat;
+  }();
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", absl::StrCat("Bearer ", kKey));
+  auto reader = stub->Chat(&ctx, request);
+  v1::StreamEvent event;
+  bool hi = false, terminal = false;
+  while (reader->Read(&event)) {
+    hi |= event.has_text() && event.text().text() == "Hi";
+    terminal |= event.has_terminal();
+  }
+  return reader->Finish().ok() && hi && terminal;
+}
+
 int Flag(int argc, char** argv, const char* name, int fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
@@ -319,6 +347,41 @@ int Main(int argc, char** argv) {
     for (auto& t : clients) t.join();
   }
 
+  // gRPC: the same pipeline behind the gRPC Gateway.
+  auto grpc_gateway = GrpcGateway::Start(router->gateway(), {});
+  if (!grpc_gateway.ok()) {
+    std::fprintf(stderr, "router_bench: %s\n", grpc_gateway.status().ToString().c_str());
+    return 1;
+  }
+  auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*grpc_gateway)->port()), grpc::InsecureChannelCredentials()));
+  std::vector<double> grpc_us;
+  for (int i = 0; i < requests; ++i) {
+    auto start = Clock::now();
+    if (!GrpcChat(stub.get())) {
+      std::fprintf(stderr, "router_bench: gRPC request %d failed\n", i);
+      return 1;
+    }
+    grpc_us.push_back(Micros(Clock::now() - start));
+  }
+  std::atomic<int64_t> grpc_done{0}, grpc_failed{0};
+  {
+    auto end = Clock::now() + std::chrono::seconds(seconds);
+    std::vector<std::thread> clients;
+    for (int c = 0; c < concurrency; ++c) {
+      clients.emplace_back([&] {
+        while (Clock::now() < end) {
+          if (!GrpcChat(stub.get())) {
+            ++grpc_failed;
+            return;
+          }
+          ++grpc_done;
+        }
+      });
+    }
+    for (auto& t : clients) t.join();
+  }
+
   // Accessibility: admitted, then the first text.
   std::vector<double> admitted_us, first_text_us;
   {
@@ -341,6 +404,8 @@ int Main(int argc, char** argv) {
   std::printf("%-8s %10s %10s %14s\n", "path", "p50 us", "p99 us", "requests/s");
   std::printf("%-8s %10.1f %10.1f %14.0f\n", "direct", d50, d99, double(direct_done) / seconds);
   std::printf("%-8s %10.1f %10.1f %14.0f\n", "routed", r50, r99, double(routed_done.load()) / seconds);
+  std::printf("%-8s %10.1f %10.1f %14.0f\n", "grpc", Percentile(grpc_us, 0.5),
+              Percentile(grpc_us, 0.99), double(grpc_done.load()) / seconds);
   std::printf("added by the router: p50 %.1f us, p99 %.1f us; throughput routed/direct %.2fx "
               "(%lld routed failures); load average %.2f\n",
               r50 - d50, r99 - d99, direct_done > 0 ? double(routed_done.load()) / direct_done : 0.0,
@@ -349,7 +414,10 @@ int Main(int argc, char** argv) {
               "p50 %.1f us, p99 %.1f us (goal: admitted within 100 ms)\n",
               admitted_us.size(), Percentile(admitted_us, 0.5), Percentile(admitted_us, 0.99),
               Percentile(first_text_us, 0.5), Percentile(first_text_us, 0.99));
-  return routed_failed.load() == 0 ? 0 : 1;
+  std::printf("added by the router over gRPC: p50 %.1f us, p99 %.1f us (%lld gRPC failures)\n",
+              Percentile(grpc_us, 0.5) - d50, Percentile(grpc_us, 0.99) - d99,
+              static_cast<long long>(grpc_failed.load()));
+  return routed_failed.load() == 0 && grpc_failed.load() == 0 ? 0 : 1;
 }
 
 }  // namespace
