@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -242,6 +243,47 @@ bool GrpcChat(v1::Gateway::Stub* stub) {
   return reader->Finish().ok() && hi && terminal;
 }
 
+// `call` `n` times in a row: the latency of each, in microseconds; empty when one fails.
+std::vector<double> Sequential(int n, const char* what, const std::function<bool()>& call) {
+  std::vector<double> us;
+  for (int i = 0; i < n; ++i) {
+    auto start = Clock::now();
+    if (!call()) {
+      std::fprintf(stderr, "router_bench: %s request %d failed\n", what, i);
+      return {};
+    }
+    us.push_back(Micros(Clock::now() - start));
+  }
+  return us;
+}
+
+struct Counts {
+  int64_t done = 0;
+  int64_t failed = 0;
+};
+
+// `concurrency` threads, each with its own caller from `make_caller`, calling it until
+// `seconds` pass (a thread stops at its first failure).
+Counts Concurrent(int concurrency, int seconds,
+                  const std::function<std::function<bool()>()>& make_caller) {
+  std::atomic<int64_t> done{0}, failed{0};
+  auto end = Clock::now() + std::chrono::seconds(seconds);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < concurrency; ++c) {
+    threads.emplace_back([&, call = make_caller()] {
+      while (Clock::now() < end) {
+        if (!call()) {
+          ++failed;
+          return;
+        }
+        ++done;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return {done.load(), failed.load()};
+}
+
 int Flag(int argc, char** argv, const char* name, int fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
@@ -310,42 +352,15 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "router_bench: the worker never became LIVE\n");
     return 1;
   }
-  std::vector<double> routed_us;
-  {
-    auto client = http::TestHttpClient::Connect(router->port());
-    if (!client.ok()) return 1;
-    for (int i = 0; i < requests; ++i) {
-      auto start = Clock::now();
-      if (!Post(&*client)) {
-        std::fprintf(stderr, "router_bench: routed request %d failed\n", i);
-        return 1;
-      }
-      routed_us.push_back(Micros(Clock::now() - start));
-    }
-  }
-  std::atomic<int64_t> routed_done{0}, routed_failed{0};
-  {
-    auto end = Clock::now() + std::chrono::seconds(seconds);
-    std::vector<std::thread> clients;
-    for (int c = 0; c < concurrency; ++c) {
-      clients.emplace_back([&] {
-        auto client = http::TestHttpClient::Connect(router->port());
-        if (!client.ok()) {
-          ++routed_failed;
-          return;
-        }
-        while (Clock::now() < end) {
-          if (Post(&*client)) {
-            ++routed_done;
-          } else {
-            ++routed_failed;
-            return;
-          }
-        }
-      });
-    }
-    for (auto& t : clients) t.join();
-  }
+  // A fresh keep-alive HTTP client per caller.
+  auto http_caller = [&]() -> std::function<bool()> {
+    auto client = std::make_shared<absl::StatusOr<http::TestHttpClient>>(
+        http::TestHttpClient::Connect(router->port()));
+    return [client] { return client->ok() && Post(&**client); };
+  };
+  std::vector<double> routed_us = Sequential(requests, "routed", http_caller());
+  if (routed_us.empty()) return 1;
+  const Counts routed = Concurrent(concurrency, seconds, http_caller);
 
   // gRPC: the same pipeline behind the gRPC Gateway.
   auto grpc_gateway = GrpcGateway::Start(router->gateway(), {});
@@ -355,32 +370,10 @@ int Main(int argc, char** argv) {
   }
   auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", (*grpc_gateway)->port()), grpc::InsecureChannelCredentials()));
-  std::vector<double> grpc_us;
-  for (int i = 0; i < requests; ++i) {
-    auto start = Clock::now();
-    if (!GrpcChat(stub.get())) {
-      std::fprintf(stderr, "router_bench: gRPC request %d failed\n", i);
-      return 1;
-    }
-    grpc_us.push_back(Micros(Clock::now() - start));
-  }
-  std::atomic<int64_t> grpc_done{0}, grpc_failed{0};
-  {
-    auto end = Clock::now() + std::chrono::seconds(seconds);
-    std::vector<std::thread> clients;
-    for (int c = 0; c < concurrency; ++c) {
-      clients.emplace_back([&] {
-        while (Clock::now() < end) {
-          if (!GrpcChat(stub.get())) {
-            ++grpc_failed;
-            return;
-          }
-          ++grpc_done;
-        }
-      });
-    }
-    for (auto& t : clients) t.join();
-  }
+  auto grpc_caller = [&]() -> std::function<bool()> { return [&] { return GrpcChat(stub.get()); }; };
+  std::vector<double> grpc_us = Sequential(requests, "gRPC", grpc_caller());
+  if (grpc_us.empty()) return 1;
+  const Counts grpc = Concurrent(concurrency, seconds, grpc_caller);
 
   // Accessibility: admitted, then the first text.
   std::vector<double> admitted_us, first_text_us;
@@ -403,21 +396,21 @@ int Main(int argc, char** argv) {
   std::printf("prompt counted with the %s\n", counted_with.c_str());
   std::printf("%-8s %10s %10s %14s\n", "path", "p50 us", "p99 us", "requests/s");
   std::printf("%-8s %10.1f %10.1f %14.0f\n", "direct", d50, d99, double(direct_done) / seconds);
-  std::printf("%-8s %10.1f %10.1f %14.0f\n", "routed", r50, r99, double(routed_done.load()) / seconds);
+  std::printf("%-8s %10.1f %10.1f %14.0f\n", "routed", r50, r99, double(routed.done) / seconds);
   std::printf("%-8s %10.1f %10.1f %14.0f\n", "grpc", Percentile(grpc_us, 0.5),
-              Percentile(grpc_us, 0.99), double(grpc_done.load()) / seconds);
+              Percentile(grpc_us, 0.99), double(grpc.done) / seconds);
   std::printf("added by the router: p50 %.1f us, p99 %.1f us; throughput routed/direct %.2fx "
               "(%lld routed failures); load average %.2f\n",
-              r50 - d50, r99 - d99, direct_done > 0 ? double(routed_done.load()) / direct_done : 0.0,
-              static_cast<long long>(routed_failed.load()), LoadAverage());
+              r50 - d50, r99 - d99, direct_done > 0 ? double(routed.done) / direct_done : 0.0,
+              static_cast<long long>(routed.failed), LoadAverage());
   std::printf("accessibility (SSE, %zu requests): admitted p50 %.1f us, p99 %.1f us; first text "
               "p50 %.1f us, p99 %.1f us (goal: admitted within 100 ms)\n",
               admitted_us.size(), Percentile(admitted_us, 0.5), Percentile(admitted_us, 0.99),
               Percentile(first_text_us, 0.5), Percentile(first_text_us, 0.99));
   std::printf("added by the router over gRPC: p50 %.1f us, p99 %.1f us (%lld gRPC failures)\n",
               Percentile(grpc_us, 0.5) - d50, Percentile(grpc_us, 0.99) - d99,
-              static_cast<long long>(grpc_failed.load()));
-  return routed_failed.load() == 0 && grpc_failed.load() == 0 ? 0 : 1;
+              static_cast<long long>(grpc.failed));
+  return routed.failed == 0 && grpc.failed == 0 ? 0 : 1;
 }
 
 }  // namespace
