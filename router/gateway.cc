@@ -28,6 +28,7 @@
 #include "router/openai/chat_response.h"
 #include "router/openai/responses_request.h"
 #include "router/openai/responses_response.h"
+#include "router/sentence_chunker.h"
 #include "tokenizer-svc/conversation/conversation.h"
 #include "tokenizer-svc/conversation/prompt.h"
 #include "tokenizer-svc/jinja/chat_template.h"
@@ -400,29 +401,56 @@ struct Gateway::Call::State {
   std::optional<RequestEvidence> evidence;
   bool first_output_seen = false;
   bool done = false;
+  v1::PriorityClass priority = v1::PRIORITY_INTERACTIVE;
+  // Accessibility: the text regrouped into sentences, and the events it released that
+  // Next() has not handed out yet.
+  std::unique_ptr<SentenceChunkedStream> sentences;
+  std::deque<v1::StreamEvent> released;
 };
 
 Gateway::Call::Call() : s_(std::make_unique<State>()) {}
 
 Gateway::Call::~Call() {
-  if (s_->queue == nullptr || s_->done) return;
-  // The transport went away first: stop the work, and still record how it ended (the
-  // broker always ends an accepted request with a Terminal).
-  Cancel("the client went away");
-  while (!s_->done) Next(1000);
+  if (s_->queue == nullptr) return;
+  if (!s_->done) {
+    // The transport went away first: stop the work, and still record how it ended (the
+    // broker always ends an accepted request with a Terminal).
+    Cancel("the client went away");
+    while (!s_->done) Next(1000);
+  }
+  s_->gateway->Unregister(s_->request_id);
 }
 
 const std::string& Gateway::Call::request_id() const { return s_->request_id; }
 const std::string& Gateway::Call::model() const { return s_->model; }
 const http::HeaderList& Gateway::Call::headers() const { return s_->headers; }
 int64_t Gateway::Call::created_unix_s() const { return s_->created_unix_s; }
-bool Gateway::Call::done() const { return s_->done; }
+v1::PriorityClass Gateway::Call::priority() const { return s_->priority; }
+bool Gateway::Call::done() const { return s_->done && s_->released.empty(); }
 
 void Gateway::Call::Cancel(const std::string& reason) {
   s_->gateway->options_.broker->Cancel(s_->request_id, reason);
 }
 
 std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
+  State& st = *s_;
+  while (st.sentences != nullptr) {
+    // Hand out what the chunker released; while it holds an open sentence, wait on.
+    if (!st.released.empty()) {
+      v1::StreamEvent event = std::move(st.released.front());
+      st.released.pop_front();
+      return event;
+    }
+    std::optional<v1::StreamEvent> event = NextFromWorker(timeout_ms);
+    if (!event) return event;
+    std::vector<v1::StreamEvent> out;
+    st.sentences->Push(*event, &out);
+    for (auto& e : out) st.released.push_back(std::move(e));
+  }
+  return NextFromWorker(timeout_ms);
+}
+
+std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
   State& st = *s_;
   if (st.done) return std::nullopt;
   std::optional<v1::StreamEvent> event = st.queue->Next(timeout_ms);
@@ -448,6 +476,7 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
               Canonical(st.evidence->Finish(terminal, st.bundle_sha, now_us)));
   metrics_.RequestFinished((now_us - st.received_us) / 1e6, terminal.usage().prompt_tokens(),
                            terminal.usage().completion_tokens());
+  Unregister(request_id);
   if (st.settlement) {
     st.settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
   }
@@ -593,20 +622,14 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   }
 
   // 4. Model and bundle facts.
-  auto model = options_.models.find(req.model());
-  if (model == options_.models.end()) {
+  std::optional<ModelFacts> facts = FactsOf(req.model());
+  if (!facts) {
     return reject(ReasonError("model_not_found", absl::StrCat("no model '", req.model(), "'")));
   }
-  uint32_t context_length = model->second.context_length;
-  std::string tool_protocol = model->second.tool_protocol;
-  uint32_t default_max_tokens = model->second.default_max_tokens;
-  std::string bundle_sha;
-  if (auto bundle = options_.broker->LiveBundle(req.model())) {
-    if (bundle->context_length() > 0) context_length = bundle->context_length();
-    tool_protocol = bundle->tool_protocol();
-    if (bundle->default_max_tokens() > 0) default_max_tokens = bundle->default_max_tokens();
-    bundle_sha = bundle->identity_sha256();
-  }
+  const uint32_t context_length = facts->context_length;
+  const std::string& tool_protocol = facts->tool_protocol;
+  const uint32_t default_max_tokens = facts->default_max_tokens;
+  const std::string& bundle_sha = facts->bundle_sha256;
   // 5. Tools need a declared protocol (checked before any rendering).
   if (req.tools_size() > 0 && tool_protocol.empty()) {
     return reject(ReasonError(
@@ -615,7 +638,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
                      "without tools, or use a model whose bundle declares one")));
   }
   // 6. Render + count.
-  auto rendered = model->second.counter->Render(req);
+  auto rendered = facts->entry->counter->Render(req);
   if (!rendered.ok()) return reject(rendered.status());
   const uint32_t prompt_count = rendered->tokens;
   // 7. Context.
@@ -663,11 +686,19 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   st.received_us = input.received_us;
   st.created_unix_s = options_.clock->UnixMicros() / 1000000;
   st.bundle_sha = bundle_sha;
+  st.priority = req.priority();
+  if (st.priority == v1::PRIORITY_ACCESSIBILITY) {
+    st.sentences = std::make_unique<SentenceChunkedStream>();
+  }
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_owner_[request_id] = principal_name;
+  }
   st.queue = std::make_shared<EventQueue>();
   absl::Status admitted = options_.broker->Submit(std::move(req), st.queue);
   if (!admitted.ok()) {
     st.done = true;  // never reached the broker: nothing to wait for
-    return reject(admitted);
+    return reject(admitted);  // ~Call unregisters it
   }
   admission.Set("admitted", Value::Bool(true));
   RecordEvent(request_id, "admission.decided", Canonical(admission));
@@ -681,6 +712,40 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   return call;
 }
 
+
+std::optional<Gateway::ModelFacts> Gateway::FactsOf(const std::string& model) const {
+  auto it = options_.models.find(model);
+  if (it == options_.models.end()) return std::nullopt;
+  ModelFacts facts;
+  facts.entry = &it->second;
+  facts.context_length = it->second.context_length;
+  facts.tool_protocol = it->second.tool_protocol;
+  facts.default_max_tokens = it->second.default_max_tokens;
+  if (auto bundle = options_.broker->LiveBundle(model)) {
+    if (bundle->context_length() > 0) facts.context_length = bundle->context_length();
+    facts.tool_protocol = bundle->tool_protocol();
+    if (bundle->default_max_tokens() > 0) facts.default_max_tokens = bundle->default_max_tokens();
+    facts.bundle_sha256 = bundle->identity_sha256();
+  }
+  return facts;
+}
+
+bool Gateway::CancelOwned(const std::string& principal, const std::string& request_id,
+                          const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    auto it = live_owner_.find(request_id);
+    if (it == live_owner_.end() || it->second != principal) return false;
+  }
+  // The broker ignores an id that finished in between.
+  options_.broker->Cancel(request_id, reason);
+  return true;
+}
+
+void Gateway::Unregister(const std::string& request_id) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_owner_.erase(request_id);
+}
 
 void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
                          http::ResponseWriter& writer,
@@ -735,6 +800,22 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   openai::ResponsesRenderer responses(openai::ResponseIdFor(request_id), model_name,
                                       meta.created, std::move(echo));
   bool started = false;
+  auto start_stream = [&](const std::string& prelude) {
+    http::HeaderList headers = policy_headers;
+    headers.emplace_back("Content-Type", "text/event-stream");
+    headers.emplace_back("Cache-Control", "no-cache");
+    writer.StartChunked(200, headers);
+    ++responses_2xx_;
+    started = true;
+    if (!prelude.empty()) writer.WriteChunk(prelude);
+    if (responses_api) writer.WriteChunk(responses.Start());
+  };
+  if (stream && call.priority() == v1::PRIORITY_ACCESSIBILITY) {
+    // Accessibility: say at once that the request is admitted and working, before the
+    // worker's first token (docs/router.md, "Accessibility"). A failure before any
+    // output then arrives in the stream rather than as the HTTP status.
+    start_stream(absl::StrCat(": admitted ", request_id, "\n\n"));
+  }
   while (true) {
     std::optional<v1::StreamEvent> next = call.Next(kKeepAliveMs);
     if (!next) {
@@ -750,13 +831,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
           Fail(writer, openai::TerminalStatus(event.terminal()), policy_headers);
           break;
         }
-        http::HeaderList headers = policy_headers;
-        headers.emplace_back("Content-Type", "text/event-stream");
-        headers.emplace_back("Cache-Control", "no-cache");
-        writer.StartChunked(200, headers);
-        ++responses_2xx_;
-        started = true;
-        if (responses_api) writer.WriteChunk(responses.Start());
+        start_stream("");
       }
       writer.WriteChunk(responses_api ? responses.OnEvent(event) : renderer.OnEvent(event));
       if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {

@@ -18,7 +18,9 @@
 //     context        prompt + max_tokens > context_length     400 context_length_exceeded
 //     admission      Broker::Submit                      503 no_worker / 429 queue_full
 //     stream back    SSE chunks or one chat.completion; exactly one terminal outcome;
-//                    the client going away cancels the request on the worker
+//                    the client going away cancels the request on the worker. For the
+//                    accessibility class an SSE stream starts at once with the comment
+//                    `: admitted <request id>`, and text comes in sentences (Call)
 //   GET /v1/models (authenticated), /healthz, /readyz, /metrics (Prometheus text).
 //
 // The bundle facts (context length, tool protocol) come from a LIVE worker's READY
@@ -40,6 +42,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -160,6 +163,8 @@ class Gateway {
   // settlement, request.finished / request.failed) is recorded before Next() returns
   // the Terminal. Destroying an unfinished Call cancels the request on its worker and
   // waits for its Terminal, so every admitted request has a recorded outcome.
+  // For a principal of the accessibility class, Next() gives the visible text in
+  // sentence-sized chunks (router/sentence_chunker.h) and numbers the events itself.
   // Thread-safety: one thread uses a Call; Cancel() may come from any thread.
   class Call {
    public:
@@ -170,6 +175,8 @@ class Gateway {
     // live bundle, x-gantry-bundle-sha256.
     const http::HeaderList& headers() const;
     int64_t created_unix_s() const;
+    // The admission class the policy gave the principal.
+    v1::PriorityClass priority() const;
     // The next event, or nullopt when `timeout_ms` passes first (or after the end).
     std::optional<v1::StreamEvent> Next(int timeout_ms);
     void Cancel(const std::string& reason);
@@ -179,6 +186,7 @@ class Gateway {
     friend class Gateway;
     struct State;
     Call();
+    std::optional<v1::StreamEvent> NextFromWorker(int timeout_ms);
     std::unique_ptr<State> s_;
   };
 
@@ -189,6 +197,25 @@ class Gateway {
   absl::StatusOr<std::unique_ptr<Call>> Admit(
       const std::shared_ptr<const policy::Snapshot>& snapshot, const std::string& principal,
       ChatInput input, http::HeaderList* headers);
+
+  // A served model's facts as a request sees them now: the catalog entry, with a LIVE
+  // worker's READY bundle winning where it says (context length, tool protocol, default
+  // output cap). nullopt when the router does not serve `model`.
+  struct ModelFacts {
+    const ModelEntry* entry = nullptr;
+    uint32_t context_length = 0;
+    std::string tool_protocol;
+    uint32_t default_max_tokens = 0;
+    std::string bundle_sha256;  // "" without a live bundle
+  };
+  std::optional<ModelFacts> FactsOf(const std::string& model) const;
+
+  // Cancels the live request `request_id` when `principal` admitted it (whatever the
+  // transport). Returns false, and does nothing, when the id is unknown, already
+  // finished, or another principal's: a principal cannot even learn that another's
+  // request exists.
+  bool CancelOwned(const std::string& principal, const std::string& request_id,
+                   const std::string& reason);
 
   // The policy in force and the models served (for transports' model lists).
   std::shared_ptr<const policy::Snapshot> policy() const { return options_.policy(); }
@@ -210,8 +237,13 @@ class Gateway {
                    const std::string& payload_json);
   void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
 
+  void Unregister(const std::string& request_id);
+
   GatewayOptions options_;
   RouterMetrics metrics_;
+  // Live admitted requests -> the principal that admitted each (CancelOwned).
+  std::mutex live_mu_;
+  std::map<std::string, std::string> live_owner_;
   std::atomic<uint64_t> requests_total_{0};
   std::atomic<uint64_t> responses_2xx_{0};
   std::atomic<uint64_t> responses_4xx_{0};

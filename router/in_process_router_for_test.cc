@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "policy/policy_loader.h"
 #include "tokenizer-svc/tokenizer/tiny_tokenizers.h"
 
@@ -17,6 +19,33 @@ ModelEntry TinyModelEntryForTest(const std::string& name) {
       tokenizer::TinyByteLevelTokenizerJson(), "");
   if (counter.ok()) entry.counter = *counter;
   return entry;
+}
+
+std::string FourPrincipalsPolicyForTest(const std::vector<std::string>& models) {
+  std::string yaml = R"(version: 1
+defaults:
+  budgets: {tokens_per_day: 10000000, tokens_per_month: 100000000, requests_per_minute: 10000, concurrent_requests: 100}
+models:
+)";
+  std::string granted;
+  for (const auto& model : models) {
+    absl::StrAppend(&yaml, "  - {name: ", model, ", bundles: [", model, "-bundle]}\n");
+    absl::StrAppend(&granted, "      ", model, ": {max_tokens: {max: 100, action: clamp}}\n");
+  }
+  yaml += "principals:\n  users:\n";
+  const std::pair<const char*, const char*> users[] = {
+      {"dev", "interactive"}, {"ada", "accessibility"}, {"outsider", "interactive"}};
+  for (const auto& [name, priority] : users) {
+    std::string key = std::string(name) == "outsider" ? "k-out" : absl::StrCat("k-", name);
+    absl::StrAppend(&yaml, "    - {name: ", name, ", key_sha256: ", Sha256Hex(key),
+                    ", priority: ", priority, "}\n");
+  }
+  absl::StrAppend(&yaml, "  service_accounts:\n    - {name: nightly, key_sha256: ",
+                  Sha256Hex("k-nightly"), ", priority: batch}\ngrants:\n");
+  for (const char* who : {"user: dev", "user: ada", "service_account: nightly"}) {
+    absl::StrAppend(&yaml, "  - ", who, "\n    models:\n", granted);
+  }
+  return yaml;
 }
 
 absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::Start(

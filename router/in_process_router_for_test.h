@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "router/broker/broker.h"
@@ -23,6 +24,12 @@ namespace gantry::router {
 // A model entry counted with the tiny byte-level test tokenizer and a ChatML template
 // (context 4096), for tests whose subject is not the count.
 ModelEntry TinyModelEntryForTest(const std::string& name);
+
+// A policy of four principals, all granted `models` (max_tokens clamped to 100) except
+// outsider, with roomy budgets: dev (key "k-dev", interactive), ada ("k-ada",
+// accessibility), nightly ("k-nightly", batch), outsider ("k-out", interactive, no
+// grant: policy_denied).
+std::string FourPrincipalsPolicyForTest(const std::vector<std::string>& models);
 
 class InProcessRouterForTest {
  public:

@@ -14,6 +14,11 @@
 //           admission, the broker, and the OpenAI response body.
 // Latency: one request at a time, p50 / p99; added = routed - direct.
 // Throughput: `--concurrency` clients for `--seconds` each way, requests per second.
+//   grpc    the same request as a gRPC Gateway Chat call (router/grpc_gateway.h) over one
+//           HTTP/2 channel: the admitted event, "Hi", the Terminal.
+// Accessibility: a principal of the accessibility class streams the same request
+// (SSE); time from sending to the `: admitted` comment and to the first text chunk,
+// p50 / p99 (the goal: admitted within 100 ms).
 // Every run prints the load average: on a 2-core machine shared with builds, figures
 // are only comparable within one run.
 #include <algorithm>
@@ -22,20 +27,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
 #include <zmq.hpp>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "common/zmq_io.h"
+#include "gantry/v1/gateway.grpc.pb.h"
 #include "proto/worker_frames.h"
 #include "router/fake_worker_for_test.h"
 #include "router/gateway.h"
+#include "router/grpc_gateway.h"
 #include "router/in_process_router_for_test.h"
 #include "router/http/test_http_client.h"
 
@@ -49,6 +58,7 @@ using testing::FakeWorkerOptions;
 
 constexpr char kModel[] = "bench-model";
 constexpr char kKey[] = "k-bench";
+constexpr char kA11yKey[] = "k-bench-a11y";
 constexpr char kPrompt[] = "Say hi.";
 
 double Micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
@@ -69,8 +79,13 @@ models:
 principals:
   users:
     - {name: bench, key_sha256: )", Sha256Hex(kKey), R"(, priority: interactive}
+    - {name: reader, key_sha256: )", Sha256Hex(kA11yKey), R"(, priority: accessibility}
 grants:
   - user: bench
+    models:
+      bench-model:
+        max_tokens: {max: 16, action: clamp}
+  - user: reader
     models:
       bench-model:
         max_tokens: {max: 16, action: clamp}
@@ -182,6 +197,93 @@ bool Post(http::TestHttpClient* client) {
   return response.ok() && response->status == 200;
 }
 
+// A streamed request of the accessibility principal: microseconds from sending to the
+// `: admitted` comment and to the first text chunk. False on any failure.
+bool PostAccessible(http::TestHttpClient* client, double* admitted_us, double* first_text_us) {
+  static const std::vector<std::pair<std::string, std::string>> headers = {
+      {"Content-Type", "application/json"}, {"Authorization", absl::StrCat("Bearer ", kA11yKey)}};
+  static const std::string body = absl::StrCat(
+      R"({"model":")", kModel, R"(","stream":true,"max_tokens":16,"messages":[{"role":"user","content":")",
+      kPrompt, R"("}]})");
+  *admitted_us = *first_text_us = -1;
+  auto start = Clock::now();
+  if (!client->SendRequest("POST", "/v1/chat/completions", body, headers).ok()) return false;
+  auto response = client->ReadResponse(10000, [&](absl::string_view chunk) {
+    if (*admitted_us < 0 && chunk.find(": admitted ") != absl::string_view::npos) {
+      *admitted_us = Micros(Clock::now() - start);
+    }
+    if (*first_text_us < 0 && chunk.find("\"content\":\"Hi") != absl::string_view::npos) {
+      *first_text_us = Micros(Clock::now() - start);
+    }
+    return true;
+  });
+  return response.ok() && response->status == 200 && *admitted_us >= 0 && *first_text_us >= 0;
+}
+
+// One gRPC Chat call read to its end. False unless it ends OK with "Hi" and a Terminal.
+bool GrpcChat(v1::Gateway::Stub* stub) {
+  static const v1::ChatRequest request = [] {
+    v1::ChatRequest chat;
+    chat.mutable_request()->set_model(kModel);
+    chat.mutable_request()->set_max_tokens(16);
+    v1::ChatMessage* m = chat.mutable_request()->add_messages();
+    m->set_role("user");
+    m->set_content(kPrompt);
+    return chat;
+  }();
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", absl::StrCat("Bearer ", kKey));
+  auto reader = stub->Chat(&ctx, request);
+  v1::StreamEvent event;
+  bool hi = false, terminal = false;
+  while (reader->Read(&event)) {
+    hi |= event.has_text() && event.text().text() == "Hi";
+    terminal |= event.has_terminal();
+  }
+  return reader->Finish().ok() && hi && terminal;
+}
+
+// `call` `n` times in a row: the latency of each, in microseconds; empty when one fails.
+std::vector<double> Sequential(int n, const char* what, const std::function<bool()>& call) {
+  std::vector<double> us;
+  for (int i = 0; i < n; ++i) {
+    auto start = Clock::now();
+    if (!call()) {
+      std::fprintf(stderr, "router_bench: %s request %d failed\n", what, i);
+      return {};
+    }
+    us.push_back(Micros(Clock::now() - start));
+  }
+  return us;
+}
+
+struct Counts {
+  int64_t done = 0;
+  int64_t failed = 0;
+};
+
+// `concurrency` threads, each with its own caller from `make_caller`, calling it until
+// `seconds` pass (a thread stops at its first failure).
+Counts Concurrent(int concurrency, int seconds,
+                  const std::function<std::function<bool()>()>& make_caller) {
+  std::atomic<int64_t> done{0}, failed{0};
+  auto end = Clock::now() + std::chrono::seconds(seconds);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < concurrency; ++c) {
+    threads.emplace_back([&, call = make_caller()] {
+      while (Clock::now() < end) {
+        if (!call()) {
+          ++failed;
+          return;
+        }
+        ++done;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return {done.load(), failed.load()};
+}
+
 int Flag(int argc, char** argv, const char* name, int fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
@@ -250,41 +352,43 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "router_bench: the worker never became LIVE\n");
     return 1;
   }
-  std::vector<double> routed_us;
+  // A fresh keep-alive HTTP client per caller.
+  auto http_caller = [&]() -> std::function<bool()> {
+    auto client = std::make_shared<absl::StatusOr<http::TestHttpClient>>(
+        http::TestHttpClient::Connect(router->port()));
+    return [client] { return client->ok() && Post(&**client); };
+  };
+  std::vector<double> routed_us = Sequential(requests, "routed", http_caller());
+  if (routed_us.empty()) return 1;
+  const Counts routed = Concurrent(concurrency, seconds, http_caller);
+
+  // gRPC: the same pipeline behind the gRPC Gateway.
+  auto grpc_gateway = GrpcGateway::Start(router->gateway(), {});
+  if (!grpc_gateway.ok()) {
+    std::fprintf(stderr, "router_bench: %s\n", grpc_gateway.status().ToString().c_str());
+    return 1;
+  }
+  auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*grpc_gateway)->port()), grpc::InsecureChannelCredentials()));
+  auto grpc_caller = [&]() -> std::function<bool()> { return [&] { return GrpcChat(stub.get()); }; };
+  std::vector<double> grpc_us = Sequential(requests, "gRPC", grpc_caller());
+  if (grpc_us.empty()) return 1;
+  const Counts grpc = Concurrent(concurrency, seconds, grpc_caller);
+
+  // Accessibility: admitted, then the first text.
+  std::vector<double> admitted_us, first_text_us;
   {
     auto client = http::TestHttpClient::Connect(router->port());
     if (!client.ok()) return 1;
-    for (int i = 0; i < requests; ++i) {
-      auto start = Clock::now();
-      if (!Post(&*client)) {
-        std::fprintf(stderr, "router_bench: routed request %d failed\n", i);
+    for (int i = 0; i < std::min(requests, 1000); ++i) {
+      double admitted = 0, first_text = 0;
+      if (!PostAccessible(&*client, &admitted, &first_text)) {
+        std::fprintf(stderr, "router_bench: accessibility request %d failed\n", i);
         return 1;
       }
-      routed_us.push_back(Micros(Clock::now() - start));
+      admitted_us.push_back(admitted);
+      first_text_us.push_back(first_text);
     }
-  }
-  std::atomic<int64_t> routed_done{0}, routed_failed{0};
-  {
-    auto end = Clock::now() + std::chrono::seconds(seconds);
-    std::vector<std::thread> clients;
-    for (int c = 0; c < concurrency; ++c) {
-      clients.emplace_back([&] {
-        auto client = http::TestHttpClient::Connect(router->port());
-        if (!client.ok()) {
-          ++routed_failed;
-          return;
-        }
-        while (Clock::now() < end) {
-          if (Post(&*client)) {
-            ++routed_done;
-          } else {
-            ++routed_failed;
-            return;
-          }
-        }
-      });
-    }
-    for (auto& t : clients) t.join();
   }
 
   const double d50 = Percentile(direct_us, 0.5), d99 = Percentile(direct_us, 0.99);
@@ -292,12 +396,21 @@ int Main(int argc, char** argv) {
   std::printf("prompt counted with the %s\n", counted_with.c_str());
   std::printf("%-8s %10s %10s %14s\n", "path", "p50 us", "p99 us", "requests/s");
   std::printf("%-8s %10.1f %10.1f %14.0f\n", "direct", d50, d99, double(direct_done) / seconds);
-  std::printf("%-8s %10.1f %10.1f %14.0f\n", "routed", r50, r99, double(routed_done.load()) / seconds);
+  std::printf("%-8s %10.1f %10.1f %14.0f\n", "routed", r50, r99, double(routed.done) / seconds);
+  std::printf("%-8s %10.1f %10.1f %14.0f\n", "grpc", Percentile(grpc_us, 0.5),
+              Percentile(grpc_us, 0.99), double(grpc.done) / seconds);
   std::printf("added by the router: p50 %.1f us, p99 %.1f us; throughput routed/direct %.2fx "
               "(%lld routed failures); load average %.2f\n",
-              r50 - d50, r99 - d99, direct_done > 0 ? double(routed_done.load()) / direct_done : 0.0,
-              static_cast<long long>(routed_failed.load()), LoadAverage());
-  return routed_failed.load() == 0 ? 0 : 1;
+              r50 - d50, r99 - d99, direct_done > 0 ? double(routed.done) / direct_done : 0.0,
+              static_cast<long long>(routed.failed), LoadAverage());
+  std::printf("accessibility (SSE, %zu requests): admitted p50 %.1f us, p99 %.1f us; first text "
+              "p50 %.1f us, p99 %.1f us (goal: admitted within 100 ms)\n",
+              admitted_us.size(), Percentile(admitted_us, 0.5), Percentile(admitted_us, 0.99),
+              Percentile(first_text_us, 0.5), Percentile(first_text_us, 0.99));
+  std::printf("added by the router over gRPC: p50 %.1f us, p99 %.1f us (%lld gRPC failures)\n",
+              Percentile(grpc_us, 0.5) - d50, Percentile(grpc_us, 0.99) - d99,
+              static_cast<long long>(grpc.failed));
+  return routed.failed == 0 && grpc.failed == 0 ? 0 : 1;
 }
 
 }  // namespace

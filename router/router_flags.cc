@@ -6,11 +6,27 @@
 
 namespace gantry::router {
 
+namespace {
+
+// HOST:PORT with a port in 0-65535. Errors: INVALID_ARGUMENT naming `flag`.
+absl::Status ParseHostPort(const char* flag, const std::string& value, std::string* host,
+                           int* port) {
+  size_t colon = value.rfind(':');
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(value.substr(colon + 1), port) || *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", value, ": expected HOST:PORT"));
+  }
+  *host = value.substr(0, colon);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 const char* RouterUsage() {
   return "usage: gantry-router --policy FILE --models FILE [--listen 127.0.0.1:8080]\n"
          "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n"
          "       [--curve-key ROUTER.key --worker-keys ALLOWLIST] [--insecure-workers]\n"
-         "       [--tls-cert CERT.pem --tls-key KEY.pem]\n";
+         "       [--tls-cert CERT.pem --tls-key KEY.pem] [--grpc-listen HOST:PORT]\n";
 }
 
 absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args) {
@@ -21,6 +37,7 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
       {"--ledger", &flags.ledger_url},     {"--ledger-spool", &flags.spool_dir},
       {"--curve-key", &flags.curve_key},   {"--worker-keys", &flags.worker_keys},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
+      {"--grpc-listen", &flags.grpc_listen},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -47,14 +64,14 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
-  size_t colon = flags.listen.rfind(':');
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(flags.listen.substr(colon + 1), &flags.http_port) ||
-      flags.http_port < 0 || flags.http_port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--listen ", flags.listen, ": expected HOST:PORT"));
+  auto listen = ParseHostPort("--listen", flags.listen, &flags.http_host, &flags.http_port);
+  if (!listen.ok()) return listen;
+  if (!flags.grpc_listen.empty()) {
+    std::string host;
+    int port = 0;
+    auto grpc = ParseHostPort("--grpc-listen", flags.grpc_listen, &host, &port);
+    if (!grpc.ok()) return grpc;
   }
-  flags.http_host = flags.listen.substr(0, colon);
   return flags;
 }
 

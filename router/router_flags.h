@@ -26,6 +26,9 @@ struct RouterFlags {
   bool insecure_workers = false;
   std::string tls_cert;        // PEM certificate chain for the HTTP listener
   std::string tls_key;         // PEM private key
+  // The gRPC Gateway listener (router/grpc_gateway.h), HOST:PORT; "" (default): off.
+  // TLS with the same --tls-cert / --tls-key when given.
+  std::string grpc_listen;
   // Parsed from `listen`.
   std::string http_host;
   int http_port = 0;
@@ -37,7 +40,7 @@ const char* RouterUsage();
 // `args` without the program name.
 // Errors: INVALID_ARGUMENT naming the flag: unknown flag, missing value, --policy or
 // --models missing, --curve-key without --worker-keys (or the reverse), --tls-cert
-// without --tls-key (or the reverse), --listen not HOST:PORT.
+// without --tls-key (or the reverse), --listen or --grpc-listen not HOST:PORT.
 absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args);
 
 // The broker's options: endpoint, CURVE keys read from the files (ReadCurveSecretKeyFile,

@@ -33,6 +33,10 @@ TEST(RouterFlags, DefaultsAndValues) {
   EXPECT_TRUE(flags->insecure_workers);
   EXPECT_EQ(flags->workers, "tcp://127.0.0.1:5555");
   EXPECT_EQ(flags->tls_cert, "c.pem");
+  EXPECT_EQ(flags->grpc_listen, "");  // gRPC is off unless asked for
+  flags = ParseRouterFlags(Base({"--grpc-listen", "127.0.0.1:50051"}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->grpc_listen, "127.0.0.1:50051");
 }
 
 TEST(RouterFlags, Refusals) {
@@ -44,6 +48,8 @@ TEST(RouterFlags, Refusals) {
   EXPECT_NE(Error(Base({"--tls-key", "k.pem"})).find("go together"), std::string::npos);
   EXPECT_NE(Error(Base({"--listen", "8080"})).find("HOST:PORT"), std::string::npos);
   EXPECT_NE(Error(Base({"--listen", "h:99999"})).find("HOST:PORT"), std::string::npos);
+  EXPECT_NE(Error(Base({"--grpc-listen", "50051"})).find("--grpc-listen 50051: expected"),
+            std::string::npos);
 }
 
 TEST(RouterFlags, KeyFilesBecomeBrokerOptions) {

@@ -15,6 +15,7 @@
 #include "router/budget/budget_tracker.h"
 #include "router/broker/broker.h"
 #include "router/gateway.h"
+#include "router/grpc_gateway.h"
 #include "router/router_flags.h"
 #include "router/http/http_server.h"
 #include "router/http/tls.h"
@@ -93,14 +94,23 @@ int main(int argc, char** argv) {
         gateway.Handle(std::move(request), std::move(writer));
       });
   if (!server.ok()) return Die("listen", server.status().ToString());
+  std::unique_ptr<router::GrpcGateway> grpc;  // --grpc-listen: the same pipeline over gRPC
+  if (!flags.grpc_listen.empty()) {
+    auto started = router::GrpcGateway::Start(
+        &gateway, {flags.grpc_listen, flags.tls_cert, flags.tls_key});
+    if (!started.ok()) return Die("grpc-listen", started.status().ToString());
+    grpc = std::move(*started);
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Log(LogLevel::kInfo, "router.started",
       {{"listen", flags.listen}, {"tls", flags.tls_cert.empty() ? "off" : "on"},
+       {"grpc_listen", grpc ? flags.grpc_listen : "off"},
        {"workers", (*broker)->endpoint()},
        {"curve", broker_options->curve ? "on" : "off"}, {"policy", flags.policy_path}});
   while (!g_stop) pause();
   Log(LogLevel::kInfo, "router.stopping");
+  grpc.reset();       // cancels its streams in flight
   (*server)->Stop();  // cancels requests in flight
   return 0;
 }

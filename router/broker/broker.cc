@@ -65,6 +65,7 @@ class Broker::Impl {
   void Cancel(const std::string& request_id, const std::string& reason);
   std::optional<v1::BundleIdentity> LiveBundle(const std::string& model) const;
   std::vector<std::string> LiveModels() const;
+  uint32_t LiveWorkerCount(const std::string& model) const;
   BrokerStats stats() const;
 
  private:
@@ -418,6 +419,12 @@ void Broker::Impl::OnPartial(Worker& worker, const v1::Partial& partial) {
       SendTo(worker.identity, cancel);
       return;
     }
+    if (event.has_admitted()) {
+      // Router -> client only (docs/protocol.md): a worker has no business sending it.
+      ++flight.next_seq;
+      DropFrame("broker.worker_sent_admitted", worker.identity, partial.request_id());
+      continue;
+    }
     Deliver(flight, event);
   }
 }
@@ -693,6 +700,13 @@ std::vector<std::string> Broker::Impl::LiveModels() const {
   return std::vector<std::string>(models.begin(), models.end());
 }
 
+uint32_t Broker::Impl::LiveWorkerCount(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t n = 0;
+  for (const auto& [identity, worker] : workers_) n += worker.bundle.model() == model ? 1 : 0;
+  return n;
+}
+
 BrokerStats Broker::Impl::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   BrokerStats out = stats_;
@@ -734,6 +748,9 @@ std::optional<v1::BundleIdentity> Broker::LiveBundle(const std::string& model) c
   return impl_->LiveBundle(model);
 }
 std::vector<std::string> Broker::LiveModels() const { return impl_->LiveModels(); }
+uint32_t Broker::LiveWorkerCount(const std::string& model) const {
+  return impl_->LiveWorkerCount(model);
+}
 BrokerStats Broker::stats() const { return impl_->stats(); }
 
 }  // namespace gantry::broker

@@ -125,6 +125,8 @@ class Broker {
   std::optional<v1::BundleIdentity> LiveBundle(const std::string& model) const;
   // Models with at least one LIVE worker, sorted.
   std::vector<std::string> LiveModels() const;
+  // LIVE workers serving `model` now.
+  uint32_t LiveWorkerCount(const std::string& model) const;
   BrokerStats stats() const;
 
   class Impl;

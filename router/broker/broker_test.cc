@@ -307,12 +307,18 @@ TEST(Broker, QueueOverflowCancelAndPriority) {
   EXPECT_EQ(first->terminals(), 1);  // the worker's FINAL (cancelled) was absorbed
 }
 
+// A DEALER connected to the broker that speaks whatever frames the test sends.
+zmq::socket_t RawPeer(zmq::context_t& context, const Broker& broker) {
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(broker.endpoint());
+  return dealer;
+}
+
 TEST(Broker, UnknownPeerGetsDisconnectAndMalformedFramesAreDropped) {
   auto broker = StartBroker();
   zmq::context_t context(1);
-  zmq::socket_t dealer(context, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(broker->endpoint());
+  zmq::socket_t dealer = RawPeer(context, *broker);
   v1::Heartbeat hb;
   ASSERT_TRUE(SendFrames(dealer, wire::EncodeFrames(hb)).ok());
   auto reply = RecvFrames(dealer, 3000);
@@ -330,6 +336,59 @@ TEST(Broker, UnknownPeerGetsDisconnectAndMalformedFramesAreDropped) {
   ASSERT_TRUE(broker->Submit(Request(), sink).ok());
   ASSERT_TRUE(sink->WaitTerminal(5000));
   EXPECT_EQ(sink->terminal().finish_reason(), v1::FINISH_STOP);
+}
+
+// `admitted` is router -> client only: one from a worker is dropped (and counted), the
+// stream goes on without a gap.
+TEST(Broker, AdmittedFromAWorkerIsDropped) {
+  auto broker = StartBroker();
+  zmq::context_t context(1);
+  zmq::socket_t dealer = RawPeer(context, *broker);
+  v1::Ready ready;
+  ready.set_protocol_version(wire::kWorkerProtocolVersion);
+  ready.set_worker_id("host/1/raw");
+  ready.mutable_bundle()->set_model("test-model");
+  ready.mutable_bundle()->set_identity_sha256(std::string(64, 'b'));
+  ready.set_slots(1);
+  ready.set_free_slots(1);
+  ready.set_heartbeat_interval_ms(1000);
+  ASSERT_TRUE(SendFrames(dealer, wire::EncodeFrames(ready)).ok());
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  auto sink = std::make_shared<RecordingSink>();
+  const v1::InferenceRequest request = Request();
+  ASSERT_TRUE(broker->Submit(request, sink).ok());
+  ASSERT_TRUE(WaitUntil([&] {
+    auto frames = RecvFrames(dealer, 50);
+    if (!frames.ok()) return false;
+    auto decoded = wire::DecodeFrames(*frames, wire::Direction::kRouterToWorker);
+    return decoded.ok() && std::holds_alternative<v1::Request>(*decoded);
+  }, 5000));
+  const uint64_t dropped_before = broker->stats().dropped_frames;
+  v1::Partial partial;
+  partial.set_request_id(request.request_id());
+  for (int seq = 0; seq < 2; ++seq) {
+    v1::StreamEvent* e = partial.add_events();
+    e->set_request_id(request.request_id());
+    e->set_seq(seq);
+    if (seq == 0) e->mutable_admitted()->set_priority(v1::PRIORITY_ACCESSIBILITY);
+    if (seq == 1) e->mutable_text()->set_text("hi");
+  }
+  ASSERT_TRUE(SendFrames(dealer, wire::EncodeFrames(partial)).ok());
+  v1::Final final_message;
+  final_message.set_request_id(request.request_id());
+  v1::StreamEvent* end = final_message.mutable_terminal();
+  end->set_request_id(request.request_id());
+  end->set_seq(2);
+  end->mutable_terminal()->set_finish_reason(v1::FINISH_STOP);
+  ToProto(absl::OkStatus(), end->mutable_terminal()->mutable_status());
+  ASSERT_TRUE(SendFrames(dealer, wire::EncodeFrames(final_message)).ok());
+  ASSERT_TRUE(sink->WaitTerminal(5000));
+  auto events = sink->events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].text().text(), "hi");
+  EXPECT_EQ(events[0].seq(), 0u);
+  EXPECT_EQ(events[1].terminal().finish_reason(), v1::FINISH_STOP);  // no seq gap
+  EXPECT_EQ(broker->stats().dropped_frames, dropped_before + 1);
 }
 
 }  // namespace

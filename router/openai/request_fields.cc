@@ -26,7 +26,9 @@ const char* TypeName(const Value& v) {
   return "a value";
 }
 
-bool IsValidToolName(const std::string& name) {
+}  // namespace
+
+bool IsValidToolName(absl::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   for (char c : name) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -35,8 +37,6 @@ bool IsValidToolName(const std::string& name) {
   }
   return true;
 }
-
-}  // namespace
 
 absl::StatusOr<Value> ParseBodyObject(absl::string_view body) {
   auto parsed = json::Parse(body);

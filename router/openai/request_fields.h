@@ -31,6 +31,9 @@ absl::StatusOr<json::Value> ParseBodyObject(absl::string_view body);
 // The required, non-empty string `model` of the body into out->model.
 absl::Status ParseModel(const json::Value& root, v1::InferenceRequest* out);
 
+// A function name clients may advertise: 1-64 of a-z A-Z 0-9 _ . -
+bool IsValidToolName(absl::string_view name);
+
 // invalid_request "PATH: WHAT".
 absl::Status Invalid(absl::string_view path, absl::string_view what);
 // invalid_request "PATH: expected EXPECTED, got <type of got>".

@@ -30,9 +30,9 @@ if [ -n "${GANTRY_TEST_PG_URL:-}" ]; then
   psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" && ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
   ledger_args=(--ledger "$ledger_url" --ledger-spool "$tmp/spool")
 fi
-http=$(free_port); zport=$(free_port)
+http=$(free_port); zport=$(free_port); grpc=$(free_port)
 router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
-  --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" >"$tmp/router.log" 2>&1 &
+  --grpc-listen "127.0.0.1:$grpc" --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" >"$tmp/router.log" 2>&1 &
 pids+=($!)
 start_worker() {
   worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
@@ -79,6 +79,48 @@ PY
 [ "$joined" = "Hello from Gantry. stop True True" ] && ok stream-equals-non-streamed || bad stream-equals-non-streamed "$joined"
 
 status=$(chat not-a-key "$body"); [ "$status" = 401 ] && ok unknown-key-401 || bad unknown-key-401 "$status"
+
+# The gRPC Gateway: the same pipeline over HTTP/2 (tests/integration/grpc_chat_client.cc).
+# As admin: dana's 30 requests a minute are for the checks below.
+gc=tests/integration/grpc_chat_client
+summary() {  # summary FILE -> "FIRST_EVENT PRIORITY TEXT_EVENTS JOINED_TEXT TERMINAL STATUS"
+  python3 - "$1" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+texts = [json.loads(l[5:]) for l in lines if l.startswith("text ")]
+first = lines[0].split() if lines else ["none", "", ""]
+term = [l for l in lines if l.startswith("terminal ")]
+print(first[0], first[2] if len(first) > 2 else "-", len(texts), repr("".join(texts)),
+      term[0] if term else "no-terminal", lines[-1] if lines else "")
+PY
+}
+"$gc" "127.0.0.1:$grpc" gantry-demo-admin chat gantry-demo "Say hello" >"$tmp/grpc-dev" 2>&1
+read -r first prio dev_texts dev_rest <<<"$(summary "$tmp/grpc-dev")"
+[ "$first $prio" = "admitted PRIORITY_INTERACTIVE" ] &&
+  [ "$dev_rest" = "'Hello from Gantry.' terminal FINISH_STOP - status 0 -" ] &&
+  ok grpc-chat-equals-http || bad grpc-chat-equals-http "$(cat "$tmp/grpc-dev")"
+# Accessibility (ada): admitted first, then the text in sentences, not token fragments.
+"$gc" "127.0.0.1:$grpc" gantry-demo-a11y chat gantry-demo "Say hello" >"$tmp/grpc-ada" 2>&1
+read -r first prio ada_texts ada_rest <<<"$(summary "$tmp/grpc-ada")"
+[ "$first $prio" = "admitted PRIORITY_ACCESSIBILITY" ] && [ "$ada_texts" = 1 ] &&
+  [ "$dev_texts" -gt 1 ] && [ "$ada_rest" = "$dev_rest" ] &&
+  ok grpc-accessibility-sentences || bad grpc-accessibility-sentences "dev: $dev_texts texts; $(cat "$tmp/grpc-ada")"
+curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer gantry-demo-a11y" \
+  -H 'Content-Type: application/json' -d "$stream" >"$tmp/sse-ada"
+[ "$(head -c 10 "$tmp/sse-ada")" = ": admitted" ] && grep -q '"content":"Hello from Gantry."' "$tmp/sse-ada" &&
+  ok sse-accessibility-admitted-then-sentence || bad sse-accessibility-admitted-then-sentence "$(head -c 600 "$tmp/sse-ada")"
+"$gc" "127.0.0.1:$grpc" not-a-key chat gantry-demo "Say hello" >"$tmp/grpc-bad" 2>&1
+[ "$(tail -1 "$tmp/grpc-bad")" = "status 16 unauthenticated" ] && [ "$(wc -l <"$tmp/grpc-bad")" = 1 ] &&
+  ok grpc-unknown-key-unauthenticated || bad grpc-unknown-key-unauthenticated "$(cat "$tmp/grpc-bad")"
+"$gc" "127.0.0.1:$grpc" gantry-demo-admin models >"$tmp/grpc-models" 2>&1
+grep -q "^model gantry-demo 2048 64 1 " "$tmp/grpc-models" && [ "$(tail -1 "$tmp/grpc-models")" = "status 0 -" ] &&
+  ok grpc-list-models || bad grpc-list-models "$(cat "$tmp/grpc-models")"
+# A gRPC client that cancels mid-stream: the request ends cancelled (ledger below) and
+# the worker serves the next request.
+"$gc" "127.0.0.1:$grpc" gantry-demo-admin chat gantry-demo "a long one" --cancel-after-text >"$tmp/grpc-cancel" 2>&1
+cancelled_id=$(awk '/^admitted/ {print $2}' "$tmp/grpc-cancel")
+[ "$(tail -1 "$tmp/grpc-cancel")" = "status 1 -" ] && status=$(chat gantry-demo-admin "$body") && [ "$status" = 200 ] &&
+  ok grpc-client-cancel || bad grpc-client-cancel "$status $(head -3 "$tmp/grpc-cancel"; tail -2 "$tmp/grpc-cancel")"
 status=$(chat gantry-demo-dev '{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}')
 { [ "$status" = 403 ] || [ "$status" = 404 ]; } && ok unknown-model-4xx || bad unknown-model-4xx "$status"
 status=$(chat gantry-demo-dev '{"model": "gantry-demo", "messages": [{"role": "user", "content": "x"}], "temperature": 1.8}')
@@ -149,6 +191,8 @@ if [ ${#ledger_args[@]} -gt 0 ]; then
   [ $? = 0 ] && grep -qE '^[1-9][0-9]* streams' <<<"$out" && ok ledger-chains-verify || bad ledger-chains-verify "$out"
   n=$(psql -tA "$ledger_url" -c "select count(*) from ledger_events where type = 'dispatch.sent'")
   [ "${n:-0}" -ge 4 ] && ok ledger-dispatch-events || bad ledger-dispatch-events "dispatch.sent rows: $n"
+  reason=$(psql -tA "$ledger_url" -c "select payload_json::json->>'error_reason' from ledger_events where stream_id = '$cancelled_id' and type = 'request.failed'")
+  [ "$reason" = cancelled ] && ok ledger-grpc-cancel || bad ledger-grpc-cancel "request.failed of $cancelled_id: '$reason'"
 else
   bad ledger "GANTRY_TEST_PG_URL unset: run through tests/run"
 fi

@@ -4,6 +4,7 @@
 # make-test-model bundle (scripted sampler, a test double, for exact text), and curl as
 # the client, verifying the certificate with --cacert. A chat request, a streamed one,
 # and bad handshakes (plain HTTP, TLS 1.1, an untrusting client) while the stream runs;
+# the gRPC listener over TLS with the same files (tests/integration/grpc_chat_client);
 # then the router still serves.
 set -u
 source tests/lib/shtest.sh
@@ -26,7 +27,7 @@ for name in server other; do
     -keyout "$tmp/$name.key" -out "$tmp/$name.crt" 2>"$tmp/openssl.log" \
     || { bad setup "openssl req: $(cat "$tmp/openssl.log")"; finish; }
 done
-http=$(free_port); zport=$(free_port)
+http=$(free_port); zport=$(free_port); grpc=$(free_port)
 args=(--listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport"
       --policy deploy/demo/policy.yaml --models "$tmp/models.json")
 
@@ -38,7 +39,8 @@ router/gantry-router "${args[@]}" --tls-cert "$tmp/server.crt" --tls-key "$tmp/o
 [ $? = 1 ] && grep -q "invalid_tls_config\|mismatch" "$tmp/mismatch.log" && ok tls-key-mismatch \
   || bad tls-key-mismatch "$(cat "$tmp/mismatch.log")"
 
-router/gantry-router "${args[@]}" --tls-cert "$tmp/server.crt" --tls-key "$tmp/server.key" >"$tmp/router.log" 2>&1 &
+router/gantry-router "${args[@]}" --tls-cert "$tmp/server.crt" --tls-key "$tmp/server.key" \
+  --grpc-listen "127.0.0.1:$grpc" >"$tmp/router.log" 2>&1 &
 pids+=($!)
 worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
@@ -84,6 +86,14 @@ print(text.split() == ["word"] * 400, done)
 PY
 )
 [ "$text" = "True True" ] && ok tls-stream || bad tls-stream "$text $(head -c 300 "$tmp/sse")"
+# The gRPC listener speaks TLS with the same certificate; a plain-text client is refused.
+gc=tests/integration/grpc_chat_client
+"$gc" --ca "$tmp/server.crt" "127.0.0.1:$grpc" gantry-demo-dev chat gantry-demo "Say hello" >"$tmp/grpc-tls" 2>&1
+grep -q '^text ' "$tmp/grpc-tls" && [ "$(tail -1 "$tmp/grpc-tls")" = "status 0 -" ] &&
+  [ "$(grep '^text ' "$tmp/grpc-tls" | sed 's/^text //' | python3 -c 'import json,sys; print("".join(json.loads(l) for l in sys.stdin))')" = "Hello from Gantry." ] &&
+  ok grpc-tls-chat || bad grpc-tls-chat "$(cat "$tmp/grpc-tls")"
+"$gc" "127.0.0.1:$grpc" gantry-demo-dev models >"$tmp/grpc-plain" 2>&1
+[ "$(tail -1 "$tmp/grpc-plain")" = "status 14 -" ] && ok grpc-plain-refused-on-tls || bad grpc-plain-refused-on-tls "$(cat "$tmp/grpc-plain")"
 status=$(chat "Say hello again")
 [ "$status" = 200 ] && ok tls-after || bad tls-after "$status $(cat "$tmp/body")"
 grep -q '"http.tls_failed"' "$tmp/router.log" && ok tls-failures-logged || bad tls-failures-logged "$(tail -3 "$tmp/router.log")"

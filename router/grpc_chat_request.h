@@ -1,0 +1,48 @@
+// The request of a gRPC Gateway Chat call (gantry.v1.ChatRequest, docs/protocol.md
+// section 7), checked and normalised before the pipeline sees it. protobuf has already
+// decoded the bytes, but every value in them comes from outside: this is the gRPC
+// twin of openai/chat_request.h, with the same rules where the two overlap.
+//
+//   request            required
+//   model              non-empty
+//   messages           at least one; role system, user, assistant, tool (developer ->
+//                      system); text valid UTF-8; tool_calls only on assistant messages,
+//                      each with an id, a valid name and arguments that are a JSON object
+//                      text ("" -> "{}"); tool messages need tool_call_id, answering an
+//                      EARLIER assistant call (unknown_tool_call_id otherwise)
+//   tools              unique valid names; parameters_json "" or a JSON object (kept as
+//                      compact JSON)
+//   tool_choice        an unknown value is AUTO (proto3 enums are open); REQUIRED and
+//                      NAMED need tools; NAMED names one of them
+//   sampling           temperature [0, 2], top_p [0, 1], top_k <= 2^20, min_p [0, 1],
+//                      repetition_penalty [0.01, 10]; NaN is out of range
+//   reasoning_effort   "", low, medium, high
+//   template_kwargs    each value JSON text
+//   request_id, principal, priority, deadline_unix_ms, router_prompt_tokens
+//                      cleared: the router sets them (id, key, policy)
+//   max_tokens         0 means "not set" (the model's default output cap applies)
+//
+// Errors: INVALID_ARGUMENT invalid_request naming the field ("request.messages[2].role:
+// ..."), unknown_tool_call_id.
+//
+// Thread-safety: a pure function.
+#ifndef GANTRY_ROUTER_GRPC_CHAT_REQUEST_H_
+#define GANTRY_ROUTER_GRPC_CHAT_REQUEST_H_
+
+#include "absl/status/statusor.h"
+#include "gantry/v1/gateway.pb.h"
+#include "gantry/v1/inference.pb.h"
+
+namespace gantry::router {
+
+struct GrpcChat {
+  v1::InferenceRequest request;
+  bool has_max_tokens = false;
+  bool include_usage = false;
+};
+
+absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat);
+
+}  // namespace gantry::router
+
+#endif  // GANTRY_ROUTER_GRPC_CHAT_REQUEST_H_

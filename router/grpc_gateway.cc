@@ -1,0 +1,207 @@
+#include "router/grpc_gateway.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "gantry/v1/gateway.grpc.pb.h"
+#include "router/gateway.h"
+#include "router/grpc_chat_request.h"
+#include "router/http/error_response.h"
+#include "router/http/tls.h"
+
+namespace gantry::router {
+namespace {
+
+// Requests as large as the HTTP listener takes (HttpLimits: 16 MiB bodies).
+constexpr int kMaxRequestBytes = 16 << 20;
+// Threads of the synchronous server (a Chat call holds one until its Terminal), as many
+// as the HTTP server's handler pool may grow to; beyond them gRPC answers
+// RESOURCE_EXHAUSTED itself.
+constexpr int kMaxThreads = 4096;
+
+std::string MetadataValue(const grpc::ServerContext& ctx, const char* key) {
+  auto it = ctx.client_metadata().find(key);
+  if (it == ctx.client_metadata().end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+// gRPC metadata values are printable ASCII; anything else becomes '?'.
+std::string MetadataSafe(absl::string_view value) {
+  std::string out(value);
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
+// A refusal before admission: the reason's canonical code (the error table's code is
+// an absl::StatusCode, numerically the gRPC code), "<reason>: <message>", and the
+// reason, retry hint and policy headers as trailing metadata.
+grpc::Status Refuse(grpc::ServerContext* ctx, const absl::Status& status,
+                    const http::HeaderList& headers = {}) {
+  const std::string reason = http::ErrorCodeOf(status);
+  ctx->AddTrailingMetadata("x-gantry-error-code", reason);
+  if (RetryAfterMs(status) > 0) {
+    ctx->AddTrailingMetadata("x-gantry-retry-after-ms", std::to_string(RetryAfterMs(status)));
+  }
+  for (const auto& [name, value] : headers) ctx->AddTrailingMetadata(name, MetadataSafe(value));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      absl::StrCat(reason, ": ", status.message()));
+}
+
+class GatewayService final : public v1::Gateway::Service {
+ public:
+  GatewayService(Gateway* gateway, int cancel_poll_ms)
+      : gateway_(gateway), poll_ms_(cancel_poll_ms) {}
+
+  grpc::Status Chat(grpc::ServerContext* ctx, const v1::ChatRequest* request,
+                    grpc::ServerWriter<v1::StreamEvent>* writer) override {
+    const int64_t received_us = gateway_->clock()->UnixMicros();
+    std::shared_ptr<const policy::Snapshot> snapshot = gateway_->policy();
+    auto principal = gateway_->AuthenticateKey(*snapshot, MetadataValue(*ctx, "authorization"));
+    if (!principal.ok()) return Refuse(ctx, principal.status());
+    auto checked = CheckGrpcChatRequest(*request);
+    if (!checked.ok()) return Refuse(ctx, checked.status());
+    const bool include_usage = checked->include_usage;
+    Gateway::ChatInput input;
+    input.api = "grpc";
+    input.user_agent = MetadataValue(*ctx, "user-agent");
+    input.request = std::move(checked->request);
+    input.has_max_tokens = checked->has_max_tokens;
+    input.received_us = received_us;
+    http::HeaderList headers;
+    auto admitted = gateway_->Admit(snapshot, *principal, std::move(input), &headers);
+    if (!admitted.ok()) return Refuse(ctx, admitted.status(), headers);
+    // Destroying the Call before its Terminal cancels the request on the worker: every
+    // early return below is a cancel.
+    std::unique_ptr<Gateway::Call> call = std::move(*admitted);
+    for (const auto& [name, value] : call->headers()) {
+      ctx->AddInitialMetadata(name, MetadataSafe(value));
+    }
+    uint64_t seq = 0;
+    v1::StreamEvent first;
+    first.set_request_id(call->request_id());
+    first.set_seq(seq);
+    first.mutable_admitted()->set_priority(call->priority());
+    if (!writer->Write(first)) return ClientGone(*call);
+    while (true) {
+      if (ctx->IsCancelled()) return ClientGone(*call);
+      std::optional<v1::StreamEvent> event = call->Next(poll_ms_);
+      if (!event || event->has_usage()) continue;  // Terminal.usage is authoritative
+      const bool last = event->has_terminal();
+      if (last && include_usage) {
+        v1::StreamEvent usage;
+        usage.set_request_id(call->request_id());
+        usage.set_seq(++seq);
+        *usage.mutable_usage() = event->terminal().usage();
+        if (!writer->Write(usage)) return ClientGone(*call);
+      }
+      event->set_seq(++seq);
+      if (last) {
+        // The Terminal goes out with the call's end (one write fewer).
+        writer->WriteLast(*event, grpc::WriteOptions());
+        return grpc::Status::OK;
+      }
+      if (!writer->Write(*event)) return ClientGone(*call);
+    }
+  }
+
+  grpc::Status ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest*,
+                          v1::ListModelsResponse* response) override {
+    auto principal =
+        gateway_->AuthenticateKey(*gateway_->policy(), MetadataValue(*ctx, "authorization"));
+    if (!principal.ok()) return Refuse(ctx, principal.status());
+    for (const auto& [name, entry] : gateway_->models()) {
+      std::optional<Gateway::ModelFacts> facts = gateway_->FactsOf(name);
+      if (!facts) continue;
+      v1::ModelInfo* info = response->add_models();
+      info->set_name(name);
+      info->set_context_length(facts->context_length);
+      info->set_default_max_tokens(facts->default_max_tokens);
+      info->set_tool_protocol(facts->tool_protocol);
+      info->set_live_workers(gateway_->broker()->LiveWorkerCount(name));
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Cancel(grpc::ServerContext* ctx, const v1::CancelRequest* request,
+                      v1::CancelResponse* response) override {
+    auto principal =
+        gateway_->AuthenticateKey(*gateway_->policy(), MetadataValue(*ctx, "authorization"));
+    if (!principal.ok()) return Refuse(ctx, principal.status());
+    response->set_cancelled(gateway_->CancelOwned(*principal, request->request_id(),
+                                                  "cancelled by the client (gRPC Cancel)"));
+    return grpc::Status::OK;
+  }
+
+ private:
+  // The client cancelled the call, its deadline passed or it disconnected.
+  static grpc::Status ClientGone(Gateway::Call& call) {
+    call.Cancel("the gRPC client went away");
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled: the client went away");
+  }
+
+  Gateway* gateway_;
+  const int poll_ms_;
+};
+
+}  // namespace
+
+struct GrpcGateway::Impl {
+  std::unique_ptr<GatewayService> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+absl::StatusOr<std::unique_ptr<GrpcGateway>> GrpcGateway::Start(Gateway* gateway,
+                                                                GrpcGatewayOptions options) {
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_path.empty() || !options.tls_key_path.empty()) {
+    // The same check as the HTTP listener's: readable PEM, and a key that matches.
+    auto checked = http::TlsContext::Load(options.tls_cert_path, options.tls_key_path);
+    if (!checked.ok()) return checked.status();
+    auto cert = ReadFileToString(options.tls_cert_path);
+    auto key = ReadFileToString(options.tls_key_path);
+    if (!cert.ok() || !key.ok()) {
+      return ReasonError("invalid_tls_config", "cannot read the TLS certificate or key");
+    }
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->service = std::make_unique<GatewayService>(gateway, options.cancel_poll_ms);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, credentials, &impl->port);
+  builder.RegisterService(impl->service.get());
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  grpc::ResourceQuota quota("gantry-grpc-gateway");
+  quota.SetMaxThreads(kMaxThreads);
+  builder.SetResourceQuota(quota);
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr || impl->port == 0) {
+    return absl::UnavailableError(absl::StrCat("gRPC: cannot listen on ", options.listen));
+  }
+  return std::unique_ptr<GrpcGateway>(new GrpcGateway(std::move(impl)));
+}
+
+GrpcGateway::GrpcGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GrpcGateway::~GrpcGateway() {
+  // Calls still running after the grace period are cancelled; their streams see
+  // IsCancelled() and cancel their requests.
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  impl_->server->Wait();
+}
+
+int GrpcGateway::port() const { return impl_->port; }
+
+}  // namespace gantry::router

@@ -1,0 +1,80 @@
+// The gRPC gantry.v1.Gateway service (proto/gantry/v1/gateway.proto, docs/protocol.md
+// section 7): the typed twin of the OpenAI HTTP API, on its own listener
+// (gantry-router --grpc-listen HOST:PORT), in front of the same pipeline
+// (Gateway::AuthenticateKey, then Gateway::Admit) as HTTP.
+//
+//   Chat        metadata "authorization: Bearer KEY"; request checked by
+//               grpc_chat_request.h. A refusal before admission is a gRPC status whose
+//               code is the reason's canonical code (common/error_codes.cc: the same
+//               table as HTTP), whose message starts with "<reason>: ", with trailing
+//               metadata x-gantry-error-code: <reason> (and x-gantry-retry-after-ms for
+//               retryable reasons, the policy headers once the policy was consulted).
+//               Once admitted: initial metadata x-gantry-request-id, x-gantry-policy-*
+//               (x-gantry-bundle-sha256 with a live bundle), then the events: first an
+//               `admitted` StreamEvent (seq 0, the request id) at once, then the
+//               request's events (sentence-sized text for the accessibility class), a
+//               Usage event with include_usage, and exactly one Terminal; failures after
+//               admission arrive as that Terminal and the call ends OK.
+//   ListModels  authenticated; every served model with the live bundle's facts when a
+//               worker of it is LIVE (context length, default output cap, tool protocol)
+//               and its live worker count.
+//   Cancel      authenticated; cancels a live request only for the principal that
+//               started it (over gRPC or HTTP); any other id answers cancelled: false.
+//
+// A client that goes away (deadline, cancel, disconnect) cancels the request on its
+// worker: the stream checks ServerContext::IsCancelled() every `cancel_poll_ms` while
+// it waits for events, well inside one decode step.
+//
+// gRPC headers stay in grpc_gateway.cc (this header forward-declares; a pimpl), so only
+// that file pays for compiling them.
+//
+// Thread-safety: gRPC's sync server runs each call on its own thread; the service holds
+// no state of its own beyond the Gateway's (thread-safe).
+#ifndef GANTRY_ROUTER_GRPC_GATEWAY_H_
+#define GANTRY_ROUTER_GRPC_GATEWAY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gantry::router {
+
+class Gateway;
+
+struct GrpcGatewayOptions {
+  // HOST:PORT; port 0 picks a free port (see GrpcGateway::port()).
+  std::string listen = "127.0.0.1:0";
+  // PEM files, both or neither: TLS (the HTTP listener's --tls-cert / --tls-key).
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  int cancel_poll_ms = 10;
+};
+
+class GrpcGateway {
+ public:
+  // Binds and starts serving. `gateway` is not owned and must outlive this object.
+  // Errors: invalid_tls_config (a certificate or key that cannot be loaded, or that do
+  // not match); UNAVAILABLE when the address cannot be bound; INVALID_ARGUMENT for a
+  // listen address that is not HOST:PORT.
+  static absl::StatusOr<std::unique_ptr<GrpcGateway>> Start(Gateway* gateway,
+                                                            GrpcGatewayOptions options);
+  // Stops the server: streams in flight end (their requests are cancelled on the
+  // workers), new calls are refused.
+  ~GrpcGateway();
+  GrpcGateway(const GrpcGateway&) = delete;
+  GrpcGateway& operator=(const GrpcGateway&) = delete;
+
+  // The bound port.
+  int port() const;
+
+  struct Impl;
+
+ private:
+  explicit GrpcGateway(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gantry::router
+
+#endif  // GANTRY_ROUTER_GRPC_GATEWAY_H_

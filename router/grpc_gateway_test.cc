@@ -1,0 +1,461 @@
+// The gRPC Gateway over a real loopback port: the generated stub -> GrpcGateway -> the
+// in-process router (real policy engine, tiny tokenizer, real broker over tcp) -> the
+// worker TEST DOUBLE (router/fake_worker_for_test.h) speaking real GNTW/1.
+#include "router/grpc_gateway.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/file.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "gantry/v1/gateway.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "router/fake_worker_for_test.h"
+#include "router/http/test_http_client.h"
+#include "router/in_process_router_for_test.h"
+
+namespace gantry::router {
+namespace {
+
+using testing::FakeStep;
+using testing::FakeWorkerForTest;
+using testing::FakeWorkerOptions;
+
+constexpr char kModel[] = "test-model";
+
+std::string Metadata(const std::multimap<grpc::string_ref, grpc::string_ref>& m,
+                     const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+struct ChatResult {
+  std::vector<v1::StreamEvent> events;
+  grpc::Status status;
+  std::string request_id_header;  // initial metadata
+  std::string error_code;         // trailing metadata x-gantry-error-code
+  std::string policy_rule;        // trailing metadata on a refusal
+};
+
+class GrpcGatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::map<std::string, ModelEntry> models;
+    models[kModel] = TinyModelEntryForTest(kModel);
+    models["idle-model"] = TinyModelEntryForTest("idle-model");
+    auto router = InProcessRouterForTest::Start(FourPrincipalsPolicyForTest({kModel, "idle-model"}), models);
+    ASSERT_TRUE(router.ok()) << router.status();
+    router_ = std::move(*router);
+    auto grpc_gateway = GrpcGateway::Start(router_->gateway(), {});
+    ASSERT_TRUE(grpc_gateway.ok()) << grpc_gateway.status();
+    grpc_ = std::move(*grpc_gateway);
+    stub_ = v1::Gateway::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_->port()),
+                                                     grpc::InsecureChannelCredentials()));
+    StartWorker({FakeStep::Reasoning("hmm"), FakeStep::Text("Hello"), FakeStep::Text(", world"),
+                 FakeStep::Finish(v1::FINISH_STOP)});
+  }
+
+  void TearDown() override {
+    grpc_.reset();
+    worker_.reset();
+    router_.reset();
+  }
+
+  void StartWorker(std::vector<FakeStep> script) {
+    FakeWorkerOptions w;
+    w.endpoint = router_->broker()->endpoint();
+    w.model = kModel;
+    w.context_length = 2048;  // READY wins over the catalog's 4096
+    w.script = std::move(script);
+    worker_ = std::make_unique<FakeWorkerForTest>(w);
+    ASSERT_TRUE(worker_->WaitFor([&] { return router_->broker()->LiveWorkerCount(kModel) == 1; },
+                                 5000));
+  }
+
+  static v1::ChatRequest Request(const std::string& model = kModel,
+                                 const std::string& text = "hi") {
+    v1::ChatRequest chat;
+    chat.mutable_request()->set_model(model);
+    v1::ChatMessage* m = chat.mutable_request()->add_messages();
+    m->set_role("user");
+    m->set_content(text);
+    chat.set_include_usage(true);
+    return chat;
+  }
+
+  static void Authorize(grpc::ClientContext* ctx, const std::string& key) {
+    if (!key.empty()) ctx->AddMetadata("authorization", "Bearer " + key);
+  }
+
+  // The whole Chat call; `on_event` sees each event as it arrives.
+  ChatResult Chat(const v1::ChatRequest& chat, const std::string& key = "k-dev",
+                  const std::function<void(const v1::StreamEvent&)>& on_event = nullptr) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, key);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    ChatResult out;
+    auto reader = stub_->Chat(&ctx, chat);
+    v1::StreamEvent event;
+    while (reader->Read(&event)) {
+      if (on_event) on_event(event);
+      out.events.push_back(event);
+    }
+    out.status = reader->Finish();
+    out.request_id_header = Metadata(ctx.GetServerInitialMetadata(), "x-gantry-request-id");
+    out.error_code = Metadata(ctx.GetServerTrailingMetadata(), "x-gantry-error-code");
+    out.policy_rule = Metadata(ctx.GetServerTrailingMetadata(), "x-gantry-policy-rule");
+    return out;
+  }
+
+  bool CancelAs(const std::string& key, const std::string& request_id) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, key);
+    v1::CancelRequest request;
+    request.set_request_id(request_id);
+    v1::CancelResponse response;
+    grpc::Status status = stub_->Cancel(&ctx, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.cancelled();
+  }
+
+  // The same request over HTTP, streamed: (content, reasoning, finish, completion tokens).
+  std::vector<std::string> HttpStreamed(const std::string& key = "k-dev") {
+    auto client = http::TestHttpClient::Connect(router_->port());
+    EXPECT_TRUE(client.ok());
+    EXPECT_TRUE(client->SendRequest(
+        "POST", "/v1/chat/completions",
+        absl::StrCat(R"({"model":")", kModel, R"(","stream":true,"stream_options":)",
+                     R"({"include_usage":true},"messages":[{"role":"user","content":"hi"}]})"),
+        {{"Authorization", "Bearer " + key}, {"Content-Type", "application/json"}}).ok());
+    auto response = client->ReadResponse(10000);
+    EXPECT_TRUE(response.ok());
+    std::string content, reasoning, finish, tokens;
+    for (const std::string& line : http::SseDataLines(response->body)) {
+      if (line == "[DONE]") continue;
+      auto chunk = json::Parse(line);
+      EXPECT_TRUE(chunk.ok()) << line;
+      if (const json::Value* usage = chunk->Find("usage"); usage && usage->is_object()) {
+        tokens = std::to_string(*usage->Find("completion_tokens")->as_int64());
+      }
+      for (const json::Value& choice : chunk->Find("choices")->items()) {
+        const json::Value& delta = *choice.Find("delta");
+        if (const json::Value* c = delta.Find("content")) content += c->as_string();
+        if (const json::Value* r = delta.Find("reasoning_content")) reasoning += r->as_string();
+        if (const json::Value* f = choice.Find("finish_reason"); f && f->is_string()) {
+          finish = f->as_string();
+        }
+      }
+    }
+    return {content, reasoning, finish, tokens};
+  }
+
+  std::unique_ptr<InProcessRouterForTest> router_;
+  std::unique_ptr<GrpcGateway> grpc_;
+  std::unique_ptr<v1::Gateway::Stub> stub_;
+  std::unique_ptr<FakeWorkerForTest> worker_;
+};
+
+// The events of a Chat stream in the gRPC contract's shape: admitted first (seq 0,
+// the request id), seq without gaps, exactly one Terminal, last.
+void ExpectWellFormed(const ChatResult& r) {
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_GE(r.events.size(), 2u);
+  EXPECT_TRUE(r.events[0].has_admitted());
+  EXPECT_TRUE(absl::StartsWith(r.events[0].request_id(), "req_"));
+  EXPECT_EQ(r.events[0].request_id(), r.request_id_header);
+  int terminals = 0;
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    EXPECT_EQ(r.events[i].seq(), i);
+    EXPECT_EQ(r.events[i].request_id(), r.events[0].request_id());
+    terminals += r.events[i].has_terminal() ? 1 : 0;
+  }
+  EXPECT_EQ(terminals, 1);
+  EXPECT_TRUE(r.events.back().has_terminal());
+}
+
+TEST_F(GrpcGatewayTest, StreamedChatEqualsWhatHttpStreams) {
+  ChatResult r = Chat(Request());
+  ExpectWellFormed(r);
+  std::string content, reasoning, finish, tokens;
+  bool usage_before_terminal = false;
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    const v1::StreamEvent& e = r.events[i];
+    if (e.has_text()) content += e.text().text();
+    if (e.has_reasoning()) reasoning += e.reasoning().text();
+    if (e.has_usage()) {
+      usage_before_terminal = i + 2 == r.events.size();
+      tokens = std::to_string(e.usage().completion_tokens());
+    }
+    if (e.has_terminal()) finish = e.terminal().finish_reason() == v1::FINISH_STOP ? "stop" : "?";
+  }
+  EXPECT_TRUE(usage_before_terminal);
+  EXPECT_EQ((std::vector<std::string>{content, reasoning, finish, tokens}), HttpStreamed());
+  EXPECT_EQ(content, "Hello, world");
+  // The worker got what the pipeline made of it: the principal, its class, the clamp.
+  auto requests = worker_->requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].principal(), "dev");
+  EXPECT_EQ(requests[0].priority(), v1::PRIORITY_INTERACTIVE);
+  EXPECT_EQ(requests[0].request_id(), r.request_id_header);
+  EXPECT_GT(requests[0].router_prompt_tokens(), 0u);
+}
+
+TEST_F(GrpcGatewayTest, RefusalsBeforeAdmissionAreStatusesWithTheReason) {
+  ChatResult r = Chat(Request(), "k-wrong");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(absl::StartsWith(r.status.error_message(), "unauthenticated: "));
+  EXPECT_EQ(r.error_code, "unauthenticated");
+  EXPECT_TRUE(r.events.empty());
+
+  r = Chat(Request(), "");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  r = Chat(Request(), "k-out");  // no grant for the model
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(r.error_code, "policy_denied");
+  EXPECT_FALSE(r.policy_rule.empty());
+  EXPECT_TRUE(r.events.empty());
+
+  v1::ChatRequest bad = Request();
+  bad.mutable_request()->mutable_messages(0)->set_role("robot");
+  r = Chat(bad);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.error_code, "invalid_request");
+  EXPECT_TRUE(absl::StrContains(r.status.error_message(), "request.messages[0].role"));
+
+  bad = Request();
+  v1::ChatMessage* tool = bad.mutable_request()->add_messages();
+  tool->set_role("tool");
+  tool->set_tool_call_id("call_nobody");
+  r = Chat(bad);
+  EXPECT_EQ(r.error_code, "unknown_tool_call_id");
+
+  // A refusal after the policy: the reason's code, here with a retry hint.
+  grpc::ClientContext ctx;
+  Authorize(&ctx, "k-dev");
+  auto reader = stub_->Chat(&ctx, Request("idle-model"));
+  v1::StreamEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Metadata(ctx.GetServerTrailingMetadata(), "x-gantry-error-code"), "no_worker");
+  EXPECT_FALSE(Metadata(ctx.GetServerTrailingMetadata(), "x-gantry-retry-after-ms").empty());
+}
+
+TEST_F(GrpcGatewayTest, ListModelsGivesTheLiveFacts) {
+  grpc::ClientContext ctx;
+  Authorize(&ctx, "k-dev");
+  v1::ListModelsResponse response;
+  ASSERT_TRUE(stub_->ListModels(&ctx, {}, &response).ok());
+  ASSERT_EQ(response.models_size(), 2);
+  const v1::ModelInfo& idle = response.models(0);
+  const v1::ModelInfo& live = response.models(1);
+  EXPECT_EQ(idle.name(), "idle-model");
+  EXPECT_EQ(idle.live_workers(), 0u);
+  EXPECT_EQ(idle.context_length(), 4096u);  // the catalog
+  EXPECT_EQ(idle.default_max_tokens(), 1024u);
+  EXPECT_EQ(live.name(), kModel);
+  EXPECT_EQ(live.live_workers(), 1u);
+  EXPECT_EQ(live.context_length(), 2048u);  // the worker's READY
+  EXPECT_EQ(live.tool_protocol(), "hermes_json");
+
+  grpc::ClientContext anonymous;
+  EXPECT_EQ(stub_->ListModels(&anonymous, {}, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(GrpcGatewayTest, OnlyTheOwnerCancels) {
+  worker_->SetScript({FakeStep::Text("partial"), FakeStep::Hang()});
+  std::string id;
+  bool refused_to_other = false, owner_cancelled = false;
+  ChatResult r = Chat(Request(), "k-dev", [&](const v1::StreamEvent& e) {
+    if (e.has_admitted()) id = e.request_id();
+    if (!e.has_text()) return;
+    // Another principal, knowing the id, is refused and nothing reaches the worker.
+    refused_to_other = !CancelAs("k-ada", id);
+    EXPECT_TRUE(worker_->cancels_received().empty());
+    owner_cancelled = CancelAs("k-dev", id);
+  });
+  EXPECT_TRUE(refused_to_other);
+  EXPECT_TRUE(owner_cancelled);
+  ExpectWellFormed(r);
+  EXPECT_EQ(r.events.back().terminal().finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(r.events.back().terminal().status().reason(), "cancelled");
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
+  EXPECT_EQ(worker_->cancels_received()[0], id);
+  EXPECT_FALSE(CancelAs("k-dev", id));  // finished
+  EXPECT_FALSE(CancelAs("k-dev", "req_000000000000000000000000"));
+}
+
+TEST_F(GrpcGatewayTest, AQueuedRequestCanBeCancelledByItsAdmittedId) {
+  // Both slots of the worker hang; a third request waits in the queue, and its admitted
+  // event is all the client has: that is enough to cancel it.
+  worker_->SetScript({FakeStep::Hang()});
+  std::vector<std::thread> busy;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    Authorize(contexts.back().get(), "k-dev");
+    busy.emplace_back([&, ctx = contexts.back().get()] {
+      auto reader = stub_->Chat(ctx, Request());
+      v1::StreamEvent e;
+      while (reader->Read(&e)) {
+      }
+      reader->Finish();
+    });
+  }
+  ASSERT_TRUE(worker_->WaitFor([&] { return worker_->requests_received() == 2; }, 5000));
+  ChatResult r = Chat(Request(), "k-dev", [&](const v1::StreamEvent& e) {
+    if (e.has_admitted()) {
+      EXPECT_EQ(router_->broker()->stats().queued, 1u);
+      EXPECT_TRUE(CancelAs("k-dev", e.request_id()));
+    }
+  });
+  for (auto& ctx : contexts) ctx->TryCancel();
+  for (auto& t : busy) t.join();
+  ExpectWellFormed(r);
+  EXPECT_EQ(r.events.size(), 3u);  // admitted, usage (include_usage), the Terminal
+  EXPECT_EQ(r.events.back().terminal().finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(r.events.back().terminal().status().message(), "cancelled by the client (gRPC Cancel)");
+}
+
+TEST_F(GrpcGatewayTest, ManyConcurrentStreams) {
+  // 200 streams held at the gate until all are in flight (four workers of 50 slots).
+  worker_.reset();
+  std::vector<std::unique_ptr<FakeWorkerForTest>> workers;
+  for (int i = 0; i < 4; ++i) {
+    FakeWorkerOptions w;
+    w.endpoint = router_->broker()->endpoint();
+    w.worker_id = absl::StrCat("host/", i, "/many");
+    w.model = kModel;
+    w.slots = 50;
+    w.script = {FakeStep::Text("Hi. "), FakeStep::Gate(), FakeStep::Text("Bye."),
+                FakeStep::Finish(v1::FINISH_STOP)};
+    workers.push_back(std::make_unique<FakeWorkerForTest>(w));
+  }
+  ASSERT_TRUE(workers[0]->WaitFor(
+      [&] { return router_->broker()->LiveWorkerCount(kModel) == 4; }, 5000));
+  constexpr int kStreams = 200;
+  std::atomic<int> good{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&, i] {
+      ChatResult r = Chat(Request(), i % 2 ? "k-dev" : "k-ada");
+      std::string text;
+      for (const auto& e : r.events) text += e.has_text() ? e.text().text() : "";
+      if (r.status.ok() && r.events.size() >= 4 && r.events[0].has_admitted() &&
+          r.events.back().terminal().finish_reason() == v1::FINISH_STOP && text == "Hi. Bye.") {
+        ++good;
+      }
+    });
+  }
+  auto in_flight = [&] {
+    int n = 0;
+    for (auto& w : workers) n += w->active_requests();
+    return n;
+  };
+  EXPECT_TRUE(workers[0]->WaitFor([&] { return in_flight() == kStreams; }, 20000));
+  for (auto& w : workers) w->OpenGate();
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(good.load(), kStreams);
+}
+
+TEST_F(GrpcGatewayTest, CancelReachesARequestStartedOverHttp) {
+  worker_->SetScript({FakeStep::Text("partial"), FakeStep::Hang()});
+  auto client = http::TestHttpClient::Connect(router_->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->SendRequest(
+      "POST", "/v1/chat/completions",
+      absl::StrCat(R"({"model":")", kModel,
+                   R"(","stream":true,"messages":[{"role":"user","content":"hi"}]})"),
+      {{"Authorization", "Bearer k-dev"}, {"Content-Type", "application/json"}}).ok());
+  bool cancelled = false;
+  auto response = client->ReadResponse(10000, [&](absl::string_view chunk) {
+    if (!cancelled && absl::StrContains(chunk, "partial")) {
+      EXPECT_EQ(worker_->requests().size(), 1u);
+      cancelled = CancelAs("k-dev", worker_->requests()[0].request_id());
+    }
+    return true;
+  });
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(cancelled);
+  EXPECT_TRUE(absl::StrContains(response->body, R"("code":"cancelled")")) << response->body;
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
+}
+
+TEST_F(GrpcGatewayTest, AClientThatGoesAwayCancelsOnTheWorker) {
+  worker_->SetScript({FakeStep::Text("partial"), FakeStep::Hang()});
+  grpc::ClientContext ctx;
+  Authorize(&ctx, "k-dev");
+  auto reader = stub_->Chat(&ctx, Request());
+  v1::StreamEvent event;
+  std::string id;
+  while (reader->Read(&event) && !event.has_text()) id = event.request_id();
+  ASSERT_TRUE(event.has_text());
+  ctx.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
+  EXPECT_EQ(worker_->cancels_received()[0], id);
+}
+
+TEST_F(GrpcGatewayTest, AccessibilityAdmittedBeforeAnyTokenThenSentences) {
+  // The worker holds every token at the gate until the client has the admitted event.
+  worker_->SetScript({FakeStep::Gate(), FakeStep::Text("Hel"), FakeStep::Text("lo there."),
+               FakeStep::Text(" How"), FakeStep::Text(" are you?"),
+               FakeStep::Finish(v1::FINISH_STOP)});
+  ChatResult r = Chat(Request(), "k-ada", [&](const v1::StreamEvent& e) {
+    if (e.has_admitted()) {
+      EXPECT_EQ(e.admitted().priority(), v1::PRIORITY_ACCESSIBILITY);
+      worker_->OpenGate();
+    }
+  });
+  ExpectWellFormed(r);
+  std::vector<std::string> texts;
+  for (const auto& e : r.events) {
+    if (e.has_text()) texts.push_back(e.text().text());
+  }
+  EXPECT_EQ(texts, (std::vector<std::string>{"Hello there. ", "How are you?"}));
+  EXPECT_EQ(worker_->requests()[0].priority(), v1::PRIORITY_ACCESSIBILITY);
+}
+
+TEST_F(GrpcGatewayTest, TlsWithTheHttpListenersFiles) {
+  const char* tmpdir = std::getenv("TEST_TMPDIR");  // Bazel sets it
+  ASSERT_NE(tmpdir, nullptr);
+  std::string dir = tmpdir;
+  std::string cert = dir + "/grpc-cert.pem", key = dir + "/grpc-key.pem";
+  ASSERT_EQ(std::system(absl::StrCat("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+                                     "-nodes -days 1 -subj /CN=127.0.0.1 -addext "
+                                     "subjectAltName=IP:127.0.0.1 -keyout ", key, " -out ", cert,
+                                     " >/dev/null 2>&1").c_str()), 0);
+  GrpcGatewayOptions options;
+  options.tls_cert_path = cert;
+  options.tls_key_path = key;
+  auto tls = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = ReadFileToString(cert).value();
+  auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*tls)->port()), grpc::SslCredentials(trust)));
+  grpc::ClientContext ctx;
+  Authorize(&ctx, "k-dev");
+  v1::ListModelsResponse response;
+  grpc::Status status = stub->ListModels(&ctx, {}, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.models_size(), 2);
+
+  options.tls_key_path = cert;  // not a key
+  auto bad = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(ReasonOf(bad.status()), "invalid_tls_config");
+}
+
+}  // namespace
+}  // namespace gantry::router
