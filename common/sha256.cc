@@ -35,6 +35,16 @@ std::string Sha256::HexDigest() {
       absl::string_view(reinterpret_cast<const char*>(digest), n));
 }
 
+std::string TokenIdsSha256(const std::vector<int32_t>& ids) {
+  std::string bytes;
+  bytes.reserve(ids.size() * 4);
+  for (int32_t id : ids) {
+    const uint32_t u = static_cast<uint32_t>(id);
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((u >> (8 * i)) & 0xFF));
+  }
+  return Sha256Hex(bytes);
+}
+
 std::string Sha256Hex(absl::string_view bytes) {
   Sha256 hash;
   hash.Update(bytes);

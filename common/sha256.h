@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +34,11 @@ class Sha256 {
 
 // SHA-256 of `bytes`, 64 lowercase hex digits.
 std::string Sha256Hex(absl::string_view bytes);
+
+// SHA-256 of token ids as consecutive little-endian int32 values, 64 lowercase hex
+// digits: the one encoding every component uses to compare prompts without sending them
+// (TokenizerResponse.ids_sha256, Usage.prompt_ids_sha256).
+std::string TokenIdsSha256(const std::vector<int32_t>& ids);
 
 // SHA-256 of a file's contents, read in 1 MiB blocks. `progress`, when given, is called
 // after each block with (bytes hashed so far, file size).

@@ -40,15 +40,6 @@ absl::StatusOr<ServedModel> LoadServedModel(const std::string& dir) {
   return m;
 }
 
-std::string IdsSha256(const std::vector<int32_t>& ids) {
-  std::string bytes;
-  bytes.reserve(ids.size() * 4);
-  for (int32_t id : ids) {
-    const uint32_t u = static_cast<uint32_t>(id);
-    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((u >> (8 * i)) & 0xFF));
-  }
-  return Sha256Hex(bytes);
-}
 
 TokenizerService::TokenizerService(std::map<std::string, ServedModel> models)
     : models_(std::move(models)) {}
@@ -80,7 +71,7 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
       auto ids = m.tokenizer->Encode(request.tokenize().text(), options);
       if (!ids.ok()) return fail(ids.status());
       for (int32_t id : *ids) response.add_ids(id);
-      response.set_ids_sha256(IdsSha256(*ids));
+      response.set_ids_sha256(TokenIdsSha256(*ids));
       break;
     }
     case v1::TokenizerRequest::kDetokenize: {
@@ -102,7 +93,7 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
       auto ids = m.tokenizer->Encode(*text);
       if (!ids.ok()) return fail(ids.status());
       response.set_count(static_cast<uint32_t>(ids->size()));
-      response.set_ids_sha256(IdsSha256(*ids));
+      response.set_ids_sha256(TokenIdsSha256(*ids));
       break;
     }
     default:

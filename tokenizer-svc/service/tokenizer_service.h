@@ -36,9 +36,6 @@ struct ServedModel {
 // (tokenizer.json + tokenizer_config.json with chat_template).
 absl::StatusOr<ServedModel> LoadServedModel(const std::string& dir);
 
-// Lowercase hex SHA-256 over `ids` as consecutive little-endian int32 values.
-std::string IdsSha256(const std::vector<int32_t>& ids);
-
 class TokenizerService {
  public:
   explicit TokenizerService(std::map<std::string, ServedModel> models);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
 #include "common/json.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "tokenizer-svc/conversation/conversation.h"
 #include "worker/server/sampler.h"
@@ -117,6 +118,7 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
     return;
   }
   usage.set_prompt_tokens(static_cast<uint32_t>(prompt->size()));
+  usage.set_prompt_ids_sha256(TokenIdsSha256(*prompt));
   {
     // A prompt that ends inside an opened <think> makes the output start in reasoning.
     const size_t open = prompt_text->rfind("<think>");
