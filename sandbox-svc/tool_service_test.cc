@@ -166,19 +166,7 @@ class PolicyServiceTest : public ::testing::Test {
   }
   // Writes a policy granting `executables` to the user "agent", atomically (rename).
   void Publish(const std::vector<std::string>& executables, const std::string& extra = "") {
-    std::string text =
-        "version: 1\n"
-        "defaults: {budgets: {tokens_per_day: 1, tokens_per_month: 1, requests_per_minute: 1,"
-        " concurrent_requests: 1}}\n"
-        "models: []\n"
-        "principals:\n"
-        "  users:\n"
-        "    - {name: agent, key_sha256: " + std::string(63, '0') + "1, priority: batch}\n"
-        "grants:\n"
-        "  - user: agent\n"
-        "    commands:\n";
-    for (const auto& exe : executables) text += "      - {executable: " + exe + "}\n";
-    text += extra;
+    const std::string text = testing::PolicyGranting("agent", executables, extra);
     const std::string tmp = path_ + ".tmp";
     std::ofstream(tmp) << text;
     ASSERT_EQ(std::rename(tmp.c_str(), path_.c_str()), 0);
