@@ -143,7 +143,8 @@ run_task summary
   grep -q "acceptance PASS cited_files_were_read: cited and read: README.md, src/main.c" "$tmp/summary.out" &&
   ok summary-completes || bad summary-completes "rc=$rc $(cat "$tmp/summary.out") $(tail -5 "$tmp/worker.log")"
 grep -qE ' tool\.proposed +read_file \{"path":"README.md"\}' "$tmp/summary.out" &&
-  grep -qE ' tool\.executed +read_file ran exit=0' "$tmp/summary.out" && ok summary-live-progress ||
+  grep -qE ' tool\.executed +read_file ran exit=0' "$tmp/summary.out" &&
+  grep -qE ' turn\.completed +turn 1 .* ttft=[0-9]+\.[0-9]ms req_' "$tmp/summary.out" && ok summary-live-progress ||
   bad summary-live-progress "$(cat "$tmp/summary.out")"
 if export_verifies summary "$task"; then ok summary-export-verifies; else bad summary-export-verifies "$(cat "$tmp/summary.export.err")"; fi
 want="task.started turn.requested turn.completed tool.proposed tool.executed turn.requested turn.completed tool.proposed budget.warning tool.executed turn.requested turn.completed task.finished"
