@@ -36,7 +36,8 @@ class Sha256 {
 std::string Sha256Hex(absl::string_view bytes);
 
 // SHA-256 of token ids, each as 4 bytes little-endian, in order: how a prompt's
-// tokens are identified in evidence (router and worker hash the same way).
+// tokens are identified in evidence and by the tokenizer service (router and worker hash the same way):
+// TokenizerResponse.ids_sha256, Usage.prompt_ids_sha256.
 std::string TokenIdsSha256Hex(const std::vector<int32_t>& ids);
 
 // SHA-256 of a file's contents, read in 1 MiB blocks. `progress`, when given, is called

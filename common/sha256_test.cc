@@ -17,6 +17,13 @@ TEST(Sha256Test, KnownVectors) {
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
+TEST(Sha256Test, TokenIdsAreHashedAsLittleEndianInt32) {
+  // python3: hashlib.sha256(struct.pack('<3i', 1, 2, -1)).hexdigest()
+  EXPECT_EQ(TokenIdsSha256Hex({1, 2, -1}),
+            "0a1ce634879f6a487527c9a185b1a4a3de7f41238ad4139e3c6d9e0da723628c");
+  EXPECT_EQ(TokenIdsSha256Hex({}), Sha256Hex(""));
+}
+
 TEST(Sha256Test, IncrementalEqualsOneShot) {
   std::string data(100000, 'x');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31);

@@ -255,6 +255,7 @@ absl::StatusOr<TaskOutcome> AgentLoop::Run() {
       reasons.Append(Str(reply->finish_reason));
       p.Set("gen_ai.response.finish_reasons", reasons);
       p.Set("gen_ai.usage.input_tokens", Int(reply->prompt_tokens));
+      if (!reply->prompt_ids_sha256.empty()) p.Set("gantry.prompt.ids_sha256", Str(reply->prompt_ids_sha256));
       p.Set("gen_ai.usage.output_tokens", Int(reply->completion_tokens));
       p.Set("usage_reported", Value::Bool(reply->usage_known));
       p.Set("tokens_charged", Int(charged));

@@ -55,6 +55,7 @@ struct ModelReply {
   bool usage_known = false;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  std::string prompt_ids_sha256;   // the router's usage.gantry_prompt_ids_sha256, or ""
   std::string system_fingerprint;  // the bundle identity
   // Timings seen by the harness, in microseconds from sending the request; -1 unknown.
   int64_t first_token_us = -1;  // the first content, reasoning or tool-call delta

@@ -143,7 +143,8 @@ run_task summary
   grep -q "acceptance PASS cited_files_were_read: cited and read: README.md, src/main.c" "$tmp/summary.out" &&
   ok summary-completes || bad summary-completes "rc=$rc $(cat "$tmp/summary.out") $(tail -5 "$tmp/worker.log")"
 grep -qE ' tool\.proposed +read_file \{"path":"README.md"\}' "$tmp/summary.out" &&
-  grep -qE ' tool\.executed +read_file ran exit=0' "$tmp/summary.out" && ok summary-live-progress ||
+  grep -qE ' tool\.executed +read_file ran exit=0' "$tmp/summary.out" &&
+  grep -qE ' turn\.completed +turn 1 .* ttft=[0-9]+\.[0-9]ms req_' "$tmp/summary.out" && ok summary-live-progress ||
   bad summary-live-progress "$(cat "$tmp/summary.out")"
 if export_verifies summary "$task"; then ok summary-export-verifies; else bad summary-export-verifies "$(cat "$tmp/summary.export.err")"; fi
 want="task.started turn.requested turn.completed tool.proposed tool.executed turn.requested turn.completed tool.proposed budget.warning tool.executed turn.requested turn.completed task.finished"
@@ -164,14 +165,24 @@ assert all(c["passed"] for c in fin["acceptance"]) and len(fin["acceptance"]) ==
 started = ev[0]["payload"]
 assert started["client_profile"] == "harness-e2e" and started["permissions"]["network"] == "deny"
 PY
-python3 - "$tmp/summary.json" <<'PY' && ok summary-turn-timings || bad summary-turn-timings "$(grep -o '"gantry.timings[^,]*' "$tmp/summary.json" | head)"
-import json, sys
+python3 - "$tmp/summary.json" "$ledger_url" <<'PY' && ok summary-turn-evidence || bad summary-turn-evidence "$(grep -oE '"gantry.(timings|prompt)[^,]*' "$tmp/summary.json" | head)"
+import json, subprocess, sys
 ev = json.load(open(sys.argv[1]))["events"]
 turns = [e["payload"] for e in ev if e["type"] == "turn.completed"]
 assert len(turns) == 3, len(turns)
 for t in turns:  # every turn streamed a first token, before the whole response ended
     assert 0 < t["gantry.timings.first_token_us"] <= t["gantry.timings.response_us"], t
     assert len(t["gantry.bundle.identity_sha256"]) == 64 and t["gen_ai.usage.input_tokens"] > 0, t
+# Each turn's prompt is identified by its token ids; each next turn's prompt differs
+# (it carries the tool results), and the router's own ledger names the same ids.
+hashes = [t["gantry.prompt.ids_sha256"] for t in turns]
+assert len(set(hashes)) == 3 and all(len(h) == 64 for h in hashes), hashes
+for t in turns:
+    out = subprocess.run(["psql", "-tA", sys.argv[2], "-c",
+        "select payload_json::json->>'gantry.prompt.ids_sha256' from ledger_events "
+        "where type = 'request.finished' and stream_id = '%s'" % t["gantry.request_id"]],
+        capture_output=True, text=True).stdout.strip()
+    assert out == t["gantry.prompt.ids_sha256"], (out, t)
 PY
 
 # 2. A denied shell form (a pipeline through sh -c) the model recovers from.

@@ -61,6 +61,8 @@ bool ReadUsage(const json::Value& doc, ModelReply* r) {
     r->usage_known = true;
     r->prompt_tokens = *p->as_int64();
     r->completion_tokens = *c->as_int64();
+    const json::Value* ids = usage->Find("gantry_prompt_ids_sha256");
+    if (ids && ids->is_string() && ids->as_string().size() == 64) r->prompt_ids_sha256 = ids->as_string();
     return true;
   }
   return false;

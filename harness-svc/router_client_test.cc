@@ -35,6 +35,7 @@ v1::StreamEvent Final(v1::FinishReason reason) {
   e.mutable_terminal()->mutable_status()->set_code("OK");
   e.mutable_terminal()->mutable_usage()->set_prompt_tokens(321);
   e.mutable_terminal()->mutable_usage()->set_completion_tokens(12);
+  e.mutable_terminal()->mutable_usage()->set_prompt_ids_sha256(std::string(64, 'a'));
   return e;
 }
 
@@ -62,6 +63,7 @@ TEST(ChatStreamTest, TextToolCallsFinishAndUsage) {
   EXPECT_TRUE(r->usage_known);
   EXPECT_EQ(r->prompt_tokens, 321);
   EXPECT_EQ(r->completion_tokens, 12);
+  EXPECT_EQ(r->prompt_ids_sha256, std::string(64, 'a'));  // the router's usage extension
 }
 
 TEST(ChatStreamTest, TheFirstTokenIsTheFirstDeltaWithContent) {

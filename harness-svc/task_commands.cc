@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/ids.h"
 #include "common/log.h"
@@ -46,6 +47,13 @@ std::string Text(const Value& p, const char* key) {
   if (v == nullptr) return "";
   if (v->is_string()) return v->as_string();
   return json::DumpCompact(*v);
+}
+
+// " ttft=12.3ms" when the turn recorded its time to first token, else "".
+std::string FirstTokenText(const Value& p) {
+  const Value* v = p.Find("gantry.timings.first_token_us");
+  if (v == nullptr || !v->as_int64()) return "";
+  return absl::StrFormat(" ttft=%.1fms", static_cast<double>(*v->as_int64()) / 1000.0);
 }
 
 std::string OneLine(std::string s, size_t max) {
@@ -292,8 +300,8 @@ std::string SummarizeEvent(const std::string& type, const Value& p) {
   if (type == "turn.completed") {
     return absl::StrCat("turn ", Text(p, "turn"), " finish=", OneLine(Text(p, "gen_ai.response.finish_reasons"), 40),
                         " in=", Text(p, "gen_ai.usage.input_tokens"), " out=", Text(p, "gen_ai.usage.output_tokens"),
-                        " used=", Text(p, "tokens_used"), " calls=", Text(p, "tool_calls"), " ",
-                        Text(p, "gantry.request_id"));
+                        " used=", Text(p, "tokens_used"), " calls=", Text(p, "tool_calls"),
+                        FirstTokenText(p), " ", Text(p, "gantry.request_id"));
   }
   if (type == "turn.failed") {
     return absl::StrCat("turn ", Text(p, "turn"), " ", Text(p, "error.type"), ": ", OneLine(Text(p, "error.message"), 120));

@@ -29,6 +29,10 @@ check explain-tool    0 'reason: tool_arguments_not_allowed' -- policy explain "
 check explain-toolok  0 'verdict: allow'                    -- policy explain "$demo" --user dana --tool read_file --args '{"path":"/workspace/a.txt"}'
 check explain-cmd     0 'verdict: deny'                     -- policy explain "$demo" --user harness --command "/usr/bin/git push origin"
 check explain-cmdok   0 'verdict: allow'                    -- policy explain "$demo" --user harness --command "/usr/bin/git log"
+# Relative operands as the sandbox asks: against the command's working directory.
+check explain-cwd     0 'verdict: allow'                    -- policy explain "$demo" --user dana --command "/usr/bin/cat src/a.c" --cwd /workspace
+check explain-cwd-out 0 "operand '../etc/passwd' \(/etc/passwd\)" -- policy explain "$demo" --user dana --command "/usr/bin/cat ../etc/passwd" --cwd /workspace
+check explain-nocwd   0 'verdict: deny'                     -- policy explain "$demo" --user dana --command "/usr/bin/cat src/a.c"
 check explain-hash    0 "policy_sha256: $hash"              -- policy explain "$demo" --user dana --model qwen3-8b
 check explain-usage   2 'explain needs --key K or --user U' -- policy explain "$demo" --model qwen3-8b
 check explain-badparm 2 'temperature: expected a number'    -- policy explain "$demo" --user dana --param temperature=hot

@@ -211,6 +211,9 @@ int RunExplain(const std::vector<std::string>& args) {
       std::vector<std::string> argv;
       if (!SplitArgv(value, &argv)) return Usage("--command needs a non-empty, properly quoted ARGV");
       request.commands.push_back(std::move(argv));
+    } else if (flag == "--cwd") {
+      if (value.empty() || value[0] != '/') return Usage("--cwd needs an absolute directory");
+      request.command_cwd = value;
     } else {
       return Usage(absl::StrCat("unknown option '", flag, "'").c_str());
     }
@@ -239,7 +242,7 @@ const cli::Subcommand kPolicyCommand = {
     "       gantry policy hash FILE\n"
     "       gantry policy explain FILE (--key K | --user U) [--model M]\n"
     "                             [--param NAME=VALUE ...] [--tool NAME [--args JSON] ...]\n"
-    "                             [--command \"ARGV...\" ...]\n"
+    "                             [--command \"ARGV...\" ...] [--cwd DIR]\n"
     "\n"
     "check    validates FILE (schema: docs/policy.md) and runs its inline examples\n"
     "hash     prints the SHA-256 of the snapshot FILE compiles to (of its bytes)\n"

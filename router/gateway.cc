@@ -484,6 +484,9 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
   Value finished = Value::EmptyObject();
   finished.Set("gen_ai.request.model", Value::String(st.model));
   finished.Set("gen_ai.usage.input_tokens", Value::Int(terminal.usage().prompt_tokens()));
+  if (!terminal.usage().prompt_ids_sha256().empty()) {
+    finished.Set("gantry.prompt.ids_sha256", Value::String(terminal.usage().prompt_ids_sha256()));
+  }
   finished.Set("gen_ai.usage.output_tokens", Value::Int(terminal.usage().completion_tokens()));
   if (!terminal.bundle().identity_sha256().empty()) {
     finished.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256()));

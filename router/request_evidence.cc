@@ -79,7 +79,7 @@ Value RequestEvidence::Finish(const v1::Terminal& terminal, const std::string& b
   record.Set("timings", std::move(timings));
   record.Set("tool_calls", calls_);
   record.Set("worker_prompt_tokens", Value::Int(terminal.usage().prompt_tokens()));
-  record.Set("worker_prompt_token_ids_sha256", Value::String(terminal.prompt_token_ids_sha256()));
+  record.Set("worker_prompt_token_ids_sha256", Value::String(terminal.usage().prompt_ids_sha256()));
   record.Set("bundle_sha256", Value::String(terminal.bundle().identity_sha256().empty()
                                                 ? bundle_sha256
                                                 : terminal.bundle().identity_sha256()));

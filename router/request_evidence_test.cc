@@ -33,7 +33,7 @@ TEST(RequestEvidence, RecordsTheRequestTheStreamAndTheTerminal) {
   v1::Terminal terminal;
   terminal.set_finish_reason(v1::FINISH_TOOL_CALLS);
   terminal.mutable_usage()->set_prompt_tokens(7);
-  terminal.set_prompt_token_ids_sha256("ab");
+  terminal.mutable_usage()->set_prompt_ids_sha256("ab");
   json::Value r = evidence.Finish(terminal, "bundle", 1005000);
   EXPECT_EQ(r.Find("client")->Find("name")->as_string(), "QwenCode");
   EXPECT_EQ(r.Find("client")->Find("version")->as_string(), "0.24.4");

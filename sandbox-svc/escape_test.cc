@@ -317,24 +317,15 @@ TEST_F(EscapeTest, WrapperHidesDeniedExecutable) {
   CommandRules rules;
   rules.name = "tools";
   SandboxViewResolver resolver(ws_);
-  std::string policy_text = absl::StrCat(
-      "version: 1\n"
-      "defaults: {budgets: {tokens_per_day: 1, tokens_per_month: 1, requests_per_minute: 1,"
-      " concurrent_requests: 1}}\n"
-      "models: []\n"
-      "principals:\n"
-      "  users:\n"
-      "    - {name: tools, key_sha256: ", std::string(63, '0'), "1, priority: batch}\n"
-      "grants:\n"
-      "  - user: tools\n"
-      "    commands:\n");
+  std::vector<std::string> paths;
   for (const char* exe : {"env", "nice", "timeout", "xargs", "sh", "bash", "find", "cat",
                           "echo", "nohup", "stdbuf", "git"}) {
     auto path = resolver.Resolve(exe, "/workspace");
     if (!path.ok()) continue;
     rules.executables.push_back({exe, *path, {}, {}, {}});
-    absl::StrAppend(&policy_text, "      - {executable: ", *path, "}\n");
+    paths.push_back(*path);
   }
+  const std::string policy_text = testing::PolicyGranting("tools", paths);
   auto policy = policy::LoadPolicyText(policy_text, "escape.yaml");
   ASSERT_TRUE(policy.ok()) << policy.status();
   SandboxOptions listed_options;

@@ -1,7 +1,8 @@
 // Start-to-exit latency of `cat` on a small file through gantry-sandbox's service
-// (ZeroMQ REQ -> ROUTER -> fresh sandbox -> ToolResult), and, side by side, the same
-// `cat` spawned directly without isolation (the peer baseline). Prints p50/p99 of each
-// and their ratio. Run as root for the full isolation path:
+// (ZeroMQ REQ -> ROUTER -> command rules from a policy -> fresh sandbox -> ToolResult),
+// and, side by side, the same `cat` spawned directly without isolation (the peer
+// baseline). Prints p50/p99 of each, their ratio and the load average. Run as root for
+// the full isolation path:
 //   bazel --output_base=$HOME/.cache/bazel-sandbox run -c opt //sandbox-svc:sandbox_bench -- [N]
 #include <spawn.h>
 #include <sys/stat.h>
@@ -19,7 +20,7 @@
 #include <zmq.hpp>
 
 #include "common/zmq_io.h"
-#include "sandbox-svc/executable_resolver.h"
+#include "policy/policy_loader.h"
 #include "sandbox-svc/tool_service.h"
 
 extern char** environ;
@@ -76,12 +77,23 @@ int main(int argc, char** argv) {
   const std::string ws = dir;
   std::ofstream(ws + "/small.txt") << "a small file\n";
 
-  gantry::sandbox::CommandRules rules;
-  rules.name = "bench";
-  gantry::sandbox::SandboxViewResolver resolver(ws);
-  rules.executables.push_back({"cat", *resolver.Resolve("cat", "/"), {}, {}, {}});
+  // The rules as the service gets them: from an access policy, principal "bench".
+  auto policy = gantry::policy::LoadPolicyText(
+      "version: 1\n"
+      "defaults: {budgets: {tokens_per_day: 1, tokens_per_month: 1, requests_per_minute: 1,"
+      " concurrent_requests: 1}}\n"
+      "models: []\n"
+      "principals:\n"
+      "  service_accounts:\n"
+      "    - {name: bench, key_sha256: " + std::string(63, '0') + "1, priority: batch}\n"
+      "grants:\n"
+      "  - service_account: bench\n"
+      "    commands:\n"
+      "      - {executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}\n",
+      "bench.yaml");
+  if (!policy.ok()) return 1;
   gantry::sandbox::SandboxOptions options;
-  options.rule_sets.push_back(rules);
+  options.policy = [snapshot = *policy] { return snapshot; };
   gantry::sandbox::Sandbox sandbox(options);
   gantry::sandbox::ToolServiceOptions service_options;
   service_options.endpoint = "tcp://127.0.0.1:*";

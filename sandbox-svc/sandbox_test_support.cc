@@ -87,6 +87,23 @@ absl::StatusOr<std::string> FakeResolver::Resolve(absl::string_view name,
   return path;
 }
 
+std::string PolicyGranting(const std::string& principal,
+                           const std::vector<std::string>& executables, const std::string& extra) {
+  std::string text = absl::StrCat(
+      "version: 1\n"
+      "defaults: {budgets: {tokens_per_day: 1, tokens_per_month: 1, requests_per_minute: 1,"
+      " concurrent_requests: 1}}\n"
+      "models: []\n"
+      "principals:\n"
+      "  users:\n"
+      "    - {name: ", principal, ", key_sha256: ", std::string(63, '0'), "1, priority: batch}\n"
+      "grants:\n"
+      "  - user: ", principal, "\n"
+      "    commands:\n");
+  for (const auto& exe : executables) absl::StrAppend(&text, "      - {executable: ", exe, "}\n");
+  return text + extra;
+}
+
 std::string ReadHostFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;

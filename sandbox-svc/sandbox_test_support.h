@@ -41,6 +41,12 @@ class FakeResolver : public ExecutableResolver {
                                               {"/workspace/cat", "/usr/bin/rm"}};
 };
 
+// The text of an access policy (docs/policy.md) in which user `principal` is granted
+// each of `executables` (absolute paths) without further rules; `extra` is appended.
+std::string PolicyGranting(const std::string& principal,
+                           const std::vector<std::string>& executables,
+                           const std::string& extra = "");
+
 // Reads a host file ("" when missing).
 std::string ReadHostFile(const std::string& path);
 bool HostPathExists(const std::string& path);

@@ -65,6 +65,10 @@ Value UsageJson(const v1::Usage& usage) {
   Value completion_details = Value::EmptyObject();
   completion_details.Set("reasoning_tokens", Value::Int(usage.reasoning_tokens()));
   out.Set("completion_tokens_details", std::move(completion_details));
+  // Gantry's evidence: which prompt ran (docs/router.md).
+  if (!usage.prompt_ids_sha256().empty()) {
+    out.Set("gantry_prompt_ids_sha256", Value::String(usage.prompt_ids_sha256()));
+  }
   return out;
 }
 

@@ -235,6 +235,7 @@ std::vector<v1::StreamEvent> SampleEvents(bool with_calls) {
     t->mutable_usage()->set_prompt_tokens(11);
     t->mutable_usage()->set_completion_tokens(7);
     t->mutable_usage()->set_cached_prompt_tokens(3);
+    t->mutable_usage()->set_prompt_ids_sha256(std::string(64, 'c'));
   });
   return events;
 }
@@ -306,6 +307,7 @@ TEST(ChatResponse, StreamedAndNonStreamedAgree) {
     EXPECT_EQ(finish, choice.Find("finish_reason")->as_string());
     EXPECT_EQ(usage, *whole.Find("usage"));
     EXPECT_EQ(usage.Find("total_tokens")->as_int64(), 18);
+    EXPECT_EQ(usage.Find("gantry_prompt_ids_sha256")->as_string(), std::string(64, 'c'));
     EXPECT_EQ(finish, with_calls ? "tool_calls" : "stop");
   }
 }

@@ -60,7 +60,6 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
   uint64_t seq = 0;
   v1::Usage usage;
   v1::Timings timings;
-  std::string prompt_sha256;  // set once the prompt is tokenized
   auto event = [&]() {
     v1::StreamEvent e;
     e.set_request_id(request.request_id());
@@ -76,7 +75,6 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
     *t->mutable_usage() = usage;
     *t->mutable_timings() = timings;
     *t->mutable_bundle() = bundle_.identity;
-    t->set_prompt_token_ids_sha256(prompt_sha256);
     emit(std::move(e));
   };
 
@@ -112,7 +110,7 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
   const std::string* prompt_text = &built->text;
   const std::vector<int32_t>* prompt = &built->ids;
   usage.set_prompt_tokens(static_cast<uint32_t>(prompt->size()));
-  prompt_sha256 = TokenIdsSha256Hex(*prompt);
+  usage.set_prompt_ids_sha256(TokenIdsSha256Hex(*prompt));
   {
     // A prompt that ends inside an opened <think> makes the output start in reasoning.
     const size_t open = prompt_text->rfind("<think>");

@@ -101,7 +101,7 @@ TEST_F(EngineTest, ScriptedTextComesOutExactlyWithOneTerminal) {
   EXPECT_GT(r.terminal.usage().completion_tokens(), 3u);
   EXPECT_EQ(r.terminal.bundle().model(), "test-qwen3");
   EXPECT_EQ(r.terminal.bundle().identity_sha256().size(), 64u);
-  EXPECT_EQ(r.terminal.prompt_token_ids_sha256().size(), 64u);
+  EXPECT_EQ(r.terminal.usage().prompt_ids_sha256().size(), 64u);
   for (size_t i = 0; i < r.seqs.size(); ++i) EXPECT_EQ(r.seqs[i], i);
 }
 
@@ -139,6 +139,7 @@ TEST_F(EngineTest, ToolsWithoutDeclaredProtocolFailThenPlainRequestWorks) {
   EXPECT_EQ(failed.terminal.finish_reason(), v1::FINISH_ERROR);
   EXPECT_EQ(failed.terminal.status().reason(), "tool_protocol_undeclared");
   EXPECT_EQ(failed.terminal.usage().prompt_tokens(), 0u);  // nothing was rendered
+  EXPECT_EQ(failed.terminal.usage().prompt_ids_sha256(), "");
   EXPECT_EQ(failed.text, "");
   Result ok = Run(engine, Request("What is the capital of France?"));
   EXPECT_EQ(ok.text, "Paris is the capital of France.");
@@ -168,6 +169,9 @@ TEST_F(EngineTest, PrefixIsReusedWithinAPrincipalOnly) {
   EXPECT_EQ(first.terminal.usage().cached_prompt_tokens(), 0u);
   Result second = Run(engine, Request("What is the capital of France?"));
   EXPECT_EQ(second.terminal.usage().cached_prompt_tokens(), second.terminal.usage().prompt_tokens() - 1);
+  // The same prompt ran twice: the same token ids, whatever the cache reused.
+  EXPECT_EQ(first.terminal.usage().prompt_ids_sha256().size(), 64u);
+  EXPECT_EQ(second.terminal.usage().prompt_ids_sha256(), first.terminal.usage().prompt_ids_sha256());
   EXPECT_EQ(second.text, first.text);
   v1::InferenceRequest other = Request("What is the capital of France?");
   other.set_principal("mallory");
