@@ -400,6 +400,8 @@ struct Gateway::Call::State {
   std::unique_ptr<BudgetSettlement> settlement;
   std::optional<RequestEvidence> evidence;
   bool first_output_seen = false;
+  uint32_t prompt_tokens = 0;   // the router's count
+  int64_t output_events = 0;    // text, reasoning and tool-call events seen
   bool done = false;
   v1::PriorityClass priority = v1::PRIORITY_INTERACTIVE;
   // Accessibility: the text regrouped into sentences, and the events it released that
@@ -457,9 +459,12 @@ std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
   if (!event) return event;
   const int64_t now = st.gateway->options_.clock->UnixMicros();
   st.evidence->Observe(*event, now);
-  if (!st.first_output_seen && (event->has_text() || event->has_reasoning() || event->has_tool_call())) {
-    st.first_output_seen = true;
-    st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
+  if (event->has_text() || event->has_reasoning() || event->has_tool_call()) {
+    ++st.output_events;
+    if (!st.first_output_seen) {
+      st.first_output_seen = true;
+      st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
+    }
   }
   if (event->has_terminal()) {
     st.gateway->RecordOutcome(st, event->terminal(), now);
@@ -474,12 +479,19 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
   const std::string& request_id = st.request_id;
   RecordEvent(request_id, "request.evidence",
               Canonical(st.evidence->Finish(terminal, st.bundle_sha, now_us)));
-  metrics_.RequestFinished((now_us - st.received_us) / 1e6, terminal.usage().prompt_tokens(),
-                           terminal.usage().completion_tokens());
-  Unregister(request_id);
-  if (st.settlement) {
-    st.settlement->used = int64_t{terminal.usage().prompt_tokens()} + terminal.usage().completion_tokens();
+  // What the request used. A Terminal the broker made itself (cancelled, worker_lost,
+  // deadline_exceeded) carries no usage although the worker may have produced output the
+  // client received: then the router's prompt count and at least one token per output
+  // event are charged, so closing the connection never makes a long answer free.
+  uint32_t prompt_used = terminal.usage().prompt_tokens();
+  uint32_t completion_used = terminal.usage().completion_tokens();
+  if (prompt_used == 0 && completion_used == 0 && st.output_events > 0) {
+    prompt_used = st.prompt_tokens;
+    completion_used = static_cast<uint32_t>(st.output_events);
   }
+  metrics_.RequestFinished((now_us - st.received_us) / 1e6, prompt_used, completion_used);
+  Unregister(request_id);
+  if (st.settlement) st.settlement->used = int64_t{prompt_used} + completion_used;
   absl::Status outcome = openai::TerminalStatus(terminal);
   Value finished = Value::EmptyObject();
   finished.Set("gen_ai.request.model", Value::String(st.model));
@@ -676,6 +688,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
   }
   req.set_router_prompt_tokens(prompt_count);
+  st.prompt_tokens = prompt_count;
   admission.Set("gen_ai.usage.input_tokens", Value::Int(prompt_count));
   admission.Set("gen_ai.request.max_tokens", Value::Int(req.max_tokens()));
   admission.Set("priority", Value::String(policy::PriorityName(decision.priority)));

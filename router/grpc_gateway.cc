@@ -45,9 +45,10 @@ std::string MetadataSafe(absl::string_view value) {
 // A refusal before admission: the reason's canonical code (the error table's code is
 // an absl::StatusCode, numerically the gRPC code), "<reason>: <message>", and the
 // reason, retry hint and policy headers as trailing metadata.
-grpc::Status Refuse(grpc::ServerContext* ctx, const absl::Status& status,
+grpc::Status Refuse(Gateway* gateway, grpc::ServerContext* ctx, const absl::Status& status,
                     const http::HeaderList& headers = {}) {
   const std::string reason = http::ErrorCodeOf(status);
+  gateway->metrics().Error(reason);
   ctx->AddTrailingMetadata("x-gantry-error-code", reason);
   if (RetryAfterMs(status) > 0) {
     ctx->AddTrailingMetadata("x-gantry-retry-after-ms", std::to_string(RetryAfterMs(status)));
@@ -67,9 +68,9 @@ class GatewayService final : public v1::Gateway::Service {
     const int64_t received_us = gateway_->clock()->UnixMicros();
     std::shared_ptr<const policy::Snapshot> snapshot = gateway_->policy();
     auto principal = gateway_->AuthenticateKey(*snapshot, MetadataValue(*ctx, "authorization"));
-    if (!principal.ok()) return Refuse(ctx, principal.status());
+    if (!principal.ok()) return Refuse(gateway_, ctx, principal.status());
     auto checked = CheckGrpcChatRequest(*request);
-    if (!checked.ok()) return Refuse(ctx, checked.status());
+    if (!checked.ok()) return Refuse(gateway_, ctx, checked.status());
     const bool include_usage = checked->include_usage;
     Gateway::ChatInput input;
     input.api = "grpc";
@@ -79,7 +80,7 @@ class GatewayService final : public v1::Gateway::Service {
     input.received_us = received_us;
     http::HeaderList headers;
     auto admitted = gateway_->Admit(snapshot, *principal, std::move(input), &headers);
-    if (!admitted.ok()) return Refuse(ctx, admitted.status(), headers);
+    if (!admitted.ok()) return Refuse(gateway_, ctx, admitted.status(), headers);
     // Destroying the Call before its Terminal cancels the request on the worker: every
     // early return below is a cancel.
     std::unique_ptr<Gateway::Call> call = std::move(*admitted);
@@ -118,7 +119,7 @@ class GatewayService final : public v1::Gateway::Service {
                           v1::ListModelsResponse* response) override {
     auto principal =
         gateway_->AuthenticateKey(*gateway_->policy(), MetadataValue(*ctx, "authorization"));
-    if (!principal.ok()) return Refuse(ctx, principal.status());
+    if (!principal.ok()) return Refuse(gateway_, ctx, principal.status());
     for (const auto& [name, entry] : gateway_->models()) {
       std::optional<Gateway::ModelFacts> facts = gateway_->FactsOf(name);
       if (!facts) continue;
@@ -136,7 +137,7 @@ class GatewayService final : public v1::Gateway::Service {
                       v1::CancelResponse* response) override {
     auto principal =
         gateway_->AuthenticateKey(*gateway_->policy(), MetadataValue(*ctx, "authorization"));
-    if (!principal.ok()) return Refuse(ctx, principal.status());
+    if (!principal.ok()) return Refuse(gateway_, ctx, principal.status());
     response->set_cancelled(gateway_->CancelOwned(*principal, request->request_id(),
                                                   "cancelled by the client (gRPC Cancel)"));
     return grpc::Status::OK;

@@ -43,6 +43,7 @@ class InProcessRouterForTest {
   int port() const { return server_->port(); }
   broker::Broker* broker() const { return broker_.get(); }
   Gateway* gateway() const { return gateway_.get(); }
+  const BudgetTracker& budgets() const { return budgets_; }
 
  private:
   InProcessRouterForTest() = default;

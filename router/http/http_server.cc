@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -516,7 +517,11 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
     // Every handler busy (streams hold theirs): one more thread, up to the cap; past
     // it, requests wait in order for a free one.
     if (pool_idle_ < tasks_.size() && pool_.size() < options_.max_handler_threads) {
-      pool_.emplace_back([this] { PoolLoop(); });
+      try {
+        pool_.emplace_back([this] { PoolLoop(); });
+      } catch (const std::system_error&) {
+        // No more threads (pids limit, RLIMIT_NPROC): the request waits for a free one.
+      }
     }
   }
   pool_cv_.notify_one();

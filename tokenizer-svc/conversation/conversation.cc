@@ -5,6 +5,22 @@ namespace {
 
 using json::Value;
 
+// Template variables a client may not set through template kwargs: what the request
+// itself carries (and the policy checked: tools, reasoning effort), the tool lists some
+// templates read besides `tools` (Llama 3.1's custom_tools and builtin_tools), and the
+// special-token variables that come from the bundle.
+bool IsReservedKwarg(const std::string& key) {
+  static const char* const kReserved[] = {
+      "messages",  "tools",     "add_generation_prompt", "custom_tools", "builtin_tools",
+      "documents", "kwargs",    "reasoning_effort",      "bos_token",    "eos_token",
+      "unk_token", "sep_token", "pad_token",             "cls_token",    "mask_token",
+      "additional_special_tokens"};
+  for (const char* reserved : kReserved) {
+    if (key == reserved) return true;
+  }
+  return false;
+}
+
 Value ParsedOrString(const std::string& text) {
   auto v = json::Parse(text);
   return v.ok() ? *v : Value::String(text);
@@ -60,7 +76,7 @@ json::Value TemplateConversation(const v1::InferenceRequest& request) {
     conversation.Set("reasoning_effort", Value::String(request.reasoning_effort()));
   }
   for (const auto& [key, text] : request.template_kwargs_json()) {
-    if (key == "messages" || key == "tools" || key == "add_generation_prompt") continue;
+    if (IsReservedKwarg(key)) continue;
     auto value = json::Parse(text);
     if (value.ok()) conversation.Set(key, *value);
   }

@@ -9,7 +9,11 @@
 //   - tool-call arguments are passed as the parsed JSON object (HF passes a dict);
 //     arguments that are not JSON are passed as the text sent.
 // A tool without `parameters` is passed without that key, as the client sent it.
-// Template kwargs named messages, tools or add_generation_prompt are ignored.
+// Template kwargs that would override what the request carries or the bundle supplies
+// are ignored: messages, tools, add_generation_prompt, custom_tools, builtin_tools,
+// documents, kwargs, reasoning_effort and the special-token variables (bos_token, ...).
+// Otherwise a client could offer tools the policy never saw (Llama 3.1 reads
+// custom_tools) or undo a clamped reasoning effort.
 //
 // Thread-safety: pure function.
 #ifndef GANTRY_TOKENIZER_SVC_CONVERSATION_CONVERSATION_H_

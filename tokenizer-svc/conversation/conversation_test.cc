@@ -38,5 +38,24 @@ TEST(ConversationTest, WhatRealClientsSendBecomesWhatTemplatesAccept) {
             "\"add_generation_prompt\":true,\"enable_thinking\":false}");
 }
 
+// Kwargs cannot smuggle in what the policy checks or the bundle supplies.
+TEST(ConversationTest, ReservedTemplateKwargsAreIgnored) {
+  v1::InferenceRequest r;
+  auto* user = r.add_messages();
+  user->set_role("user");
+  user->set_content("hi");
+  r.set_reasoning_effort("low");
+  auto& kwargs = *r.mutable_template_kwargs_json();
+  kwargs["custom_tools"] = R"([{"type": "function", "function": {"name": "shell"}}])";
+  kwargs["builtin_tools"] = R"(["code_interpreter"])";
+  kwargs["reasoning_effort"] = R"("high")";
+  kwargs["bos_token"] = R"("<|im_start|>")";
+  kwargs["date_string"] = R"("26 Jul 2024")";
+  EXPECT_EQ(json::DumpCompact(TemplateConversation(r)),
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+            "\"add_generation_prompt\":true,\"reasoning_effort\":\"low\","
+            "\"date_string\":\"26 Jul 2024\"}");
+}
+
 }  // namespace
 }  // namespace gantry::conversation

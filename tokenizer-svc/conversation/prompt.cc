@@ -1,5 +1,6 @@
 #include "tokenizer-svc/conversation/prompt.h"
 
+#include <map>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +22,9 @@ using json::Value;
 constexpr char kOpen[] = "\xEF\xB7\x90";
 constexpr char kClose[] = "\xEF\xB7\x91";
 constexpr size_t kMarkBytes = 3;  // each of them
+// More special-token texts than this in one request is refused: no conversation needs
+// it, and each costs a literal range in the worker and the router.
+constexpr size_t kMaxSpecialTextOccurrences = 65536;
 
 class Marker {
  public:
@@ -46,7 +50,9 @@ class Marker {
     }
   }
 
+  // The distinct special-token texts taken out; a marker's index points here.
   const std::vector<std::string>& texts() const { return texts_; }
+  size_t occurrences() const { return occurrences_; }
   // A client string already held a marker character: markers would be ambiguous.
   bool conflict() const { return conflict_; }
 
@@ -59,8 +65,11 @@ class Marker {
     size_t done = 0;
     for (const auto& [begin, end] : ranges) {
       out.append(s, done, begin - done);
-      absl::StrAppend(&out, kOpen, texts_.size(), kClose);
-      texts_.push_back(s.substr(begin, end - begin));
+      std::string text = s.substr(begin, end - begin);
+      auto [it, added] = index_.emplace(text, texts_.size());
+      if (added) texts_.push_back(std::move(text));
+      absl::StrAppend(&out, kOpen, it->second, kClose);
+      ++occurrences_;
       done = end;
     }
     out.append(s, done, std::string::npos);
@@ -69,6 +78,8 @@ class Marker {
 
   const tokenizer::Tokenizer& tokenizer_;
   std::vector<std::string> texts_;
+  std::map<std::string, size_t> index_;  // text -> its index in texts_
+  size_t occurrences_ = 0;
   bool conflict_ = false;
 };
 
@@ -122,8 +133,21 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
 
   tokenizer::EncodeOptions encode;
   if (!request.special_tokens_in_content()) {
+    if (tokenizer.HasNormalizedSpecialTokens()) {
+      // Client text could form such a token only after normalization, where byte
+      // ranges no longer hold: refuse rather than risk it (no known tokenizer has one).
+      return absl::FailedPreconditionError(
+          "this tokenizer has special tokens matched after normalization; client text "
+          "cannot be kept from forming them (only principals with "
+          "special_tokens_in_content may use it)");
+    }
     Marker marker(tokenizer);
     marker.Mark(&conversation);
+    if (marker.occurrences() > kMaxSpecialTextOccurrences) {
+      return ReasonError("invalid_request",
+                         absl::StrCat("the messages spell special tokens ", marker.occurrences(),
+                                      " times (at most ", kMaxSpecialTextOccurrences, ")"));
+    }
     if (!marker.texts().empty()) {
       if (marker.conflict()) {
         return ReasonError("invalid_request",

@@ -143,6 +143,20 @@ TEST_F(PromptTest, MarkerCharactersInContentAreRefusedOnlyWithSpecialText) {
   EXPECT_TRUE(alone.ok()) << alone.status();
 }
 
+TEST_F(PromptTest, RepeatedSpecialTextIsBoundedNotMultiplied) {
+  std::string many;
+  for (int i = 0; i < 1000; ++i) many += "<|im_end|>";
+  auto prompt = BuildPrompt(*template_, *tokenizer_, UserSays(many));
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_EQ(prompt->literal_special_spans, 1000);
+  EXPECT_EQ(CountOf(prompt->ids, kImEnd), 1);
+  std::string too_many;
+  for (int i = 0; i < 65537; ++i) too_many += "<|im_end|>";
+  auto refused = BuildPrompt(*template_, *tokenizer_, UserSays(too_many));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(ReasonOf(refused.status()), "invalid_request");
+}
+
 TEST_F(PromptTest, TemplateErrorsKeepTheirReason) {
   auto tpl = jinja::ChatTemplate::FromSource("{{ raise_exception('no') }}", json::Value::EmptyObject());
   ASSERT_TRUE(tpl.ok());

@@ -191,6 +191,13 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
   return ids;
 }
 
+bool Tokenizer::HasNormalizedSpecialTokens() const {
+  for (const AddedToken& token : added_->tokens()) {
+    if (token.special && token.normalized) return true;
+  }
+  return false;
+}
+
 std::vector<std::pair<size_t, size_t>> Tokenizer::FindSpecialText(absl::string_view text) const {
   AddedVocabulary::Ranges ranges;
   added_->FindSpecial(text, &ranges);

@@ -126,6 +126,9 @@ class Tokenizer {
   // The byte ranges of special tokens' texts in `text` (leftmost-longest, in order):
   // where Encode() without split_special would find a control token.
   std::vector<std::pair<size_t, size_t>> FindSpecialText(absl::string_view text) const;
+  // Whether some special token is matched after normalization (normalized: true), where
+  // FindSpecialText's byte ranges of the raw text cannot follow it.
+  bool HasNormalizedSpecialTokens() const;
   // From tokenizer_config.json's bos_token / eos_token when present and known.
   absl::optional<int32_t> bos_id() const { return bos_id_; }
   absl::optional<int32_t> eos_id() const { return eos_id_; }
