@@ -6,7 +6,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "router/fake_worker_for_test.h"
 #include "router/http/test_http_client.h"
@@ -19,26 +18,12 @@ using testing::FakeWorkerForTest;
 using testing::FakeWorkerOptions;
 
 std::string Policy(const std::string& mode) {
-  return absl::StrCat(R"(version: 1
-defaults:
-  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, requests_per_minute: 1000, concurrent_requests: 10}
-  advertised_tools: )", mode, R"(
-models:
-  - {name: test-model, bundles: [test-bundle]}
-principals:
-  users:
-    - {name: dev, key_sha256: )", Sha256Hex("k-dev"), R"(, priority: interactive}
-grants:
-  - user: dev
-    models:
-      test-model: {}
-    tools:
-      read_file: {}
-      list_dir: {}
-  - user: dev
-    deny:
-      tools: [list_dir]
-)");
+  return OneUserPolicyForTest(
+      absl::StrCat("  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
+                   "requests_per_minute: 1000, concurrent_requests: 10}\n  advertised_tools: ",
+                   mode, "\n"),
+      "  - user: dev\n    models:\n      test-model: {}\n    tools:\n      read_file: {}\n"
+      "      list_dir: {}\n  - user: dev\n    deny:\n      tools: [list_dir]\n");
 }
 
 class AdvertisedToolsTest : public ::testing::TestWithParam<const char*> {

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "router/fake_worker_for_test.h"
 #include "router/http/test_http_client.h"
@@ -20,19 +19,7 @@ using testing::FakeWorkerForTest;
 using testing::FakeWorkerOptions;
 
 TEST(BudgetSettlement, ClosingTheConnectionDoesNotMakeTheOutputFree) {
-  const std::string policy = absl::StrCat(R"(version: 1
-defaults:
-  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, requests_per_minute: 1000, concurrent_requests: 10}
-models:
-  - {name: test-model, bundles: [test-bundle]}
-principals:
-  users:
-    - {name: dev, key_sha256: )", Sha256Hex("k-dev"), R"(, priority: interactive}
-grants:
-  - user: dev
-    models:
-      test-model: {}
-)");
+  const std::string policy = OneUserPolicyForTest();
   auto router = InProcessRouterForTest::Start(policy, {{"test-model", TinyModelEntryForTest("test-model")}});
   ASSERT_TRUE(router.ok()) << router.status();
   FakeWorkerOptions w;

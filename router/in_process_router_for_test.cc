@@ -4,10 +4,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "policy/policy_loader.h"
 #include "tokenizer-svc/tokenizer/tiny_tokenizers.h"
 
 namespace gantry::router {
+
+std::string OneUserPolicyForTest(const std::string& defaults, const std::string& grants) {
+  return absl::StrCat(
+      "version: 1\ndefaults:\n",
+      defaults.empty() ? "  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
+                         "requests_per_minute: 1000, concurrent_requests: 10}\n"
+                       : defaults,
+      "models:\n  - {name: test-model, bundles: [test-bundle]}\nprincipals:\n  users:\n"
+      "    - {name: dev, key_sha256: ", Sha256Hex("k-dev"), ", priority: interactive}\n"
+      "grants:\n",
+      grants.empty() ? "  - user: dev\n    models:\n      test-model: {}\n" : grants);
+}
 
 ModelEntry TinyModelEntryForTest(const std::string& name) {
   ModelEntry entry;

@@ -31,6 +31,12 @@ ModelEntry TinyModelEntryForTest(const std::string& name);
 // grant: policy_denied).
 std::string FourPrincipalsPolicyForTest(const std::vector<std::string>& models);
 
+// A policy with one model `test-model` and one user `dev` (key "k-dev", interactive,
+// generous budgets by default): `defaults` replaces the budgets line's keys when given
+// (YAML lines under `defaults:`, two-space indented), `grants` is the grants section
+// (the grants: line excluded). Without grants, dev gets test-model with no bounds.
+std::string OneUserPolicyForTest(const std::string& defaults = "", const std::string& grants = "");
+
 class InProcessRouterForTest {
  public:
   // Errors: the policy's validation errors; UNAVAILABLE when a socket cannot bind.

@@ -14,7 +14,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "router/fake_worker_for_test.h"
 #include "router/http/test_http_client.h"
@@ -30,20 +29,10 @@ using testing::FakeWorkerOptions;
 constexpr int kStreams = 1000;
 
 std::string Policy() {
-  return absl::StrCat(R"(version: 1
-defaults:
-  budgets: {tokens_per_day: 100000000, tokens_per_month: 1000000000, requests_per_minute: 100000, concurrent_requests: 2000}
-models:
-  - {name: test-model, bundles: [test-bundle]}
-principals:
-  users:
-    - {name: dev, key_sha256: )", Sha256Hex("k-dev"), R"(, priority: interactive}
-grants:
-  - user: dev
-    models:
-      test-model:
-        max_tokens: {max: 100, action: clamp}
-)");
+  return OneUserPolicyForTest(
+      "  budgets: {tokens_per_day: 100000000, tokens_per_month: 1000000000, "
+      "requests_per_minute: 100000, concurrent_requests: 2000}\n",
+      "  - user: dev\n    models:\n      test-model:\n        max_tokens: {max: 100, action: clamp}\n");
 }
 
 // Each stream needs two descriptors here (client and server side).
