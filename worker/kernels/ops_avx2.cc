@@ -89,6 +89,47 @@ void QuantizeBlock(const float* x, Q8Block* out) {
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
+// As ops.cc QuantizeQ8K, one block, bit for bit: the first value of largest magnitude
+// sets the scale; products rounded half to even (as nearbyint); NaNs never win the max.
+void QuantizeQ8KBlock(const float* x, Q8KBlock* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 amax_v = _mm256_setzero_ps();
+  for (int i = 0; i < 32; ++i) amax_v = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask), amax_v);
+  const float amax = HorizontalMax(amax_v);
+  if (amax == 0) {
+    std::memset(out, 0, sizeof(*out));
+    return;
+  }
+  float max = amax;
+  for (int i = 0; i < 32; ++i) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask);
+    const int hits = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+    if (hits) {
+      max = x[8 * i + __builtin_ctz(hits)];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m256 scale = _mm256_set1_ps(iscale);
+  for (int k = 0; k < 8; ++k) {
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * i), scale);
+      q[i] = _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    const __m256i p = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->q + 32 * k), p);
+    // Sums of 4 bytes per int32 lane, then of lanes 0-3 and 4-7: bsums 2k and 2k + 1.
+    const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));
+    const __m256i s16 = _mm256_hadd_epi32(_mm256_hadd_epi32(s4, s4), _mm256_hadd_epi32(s4, s4));
+    out->bsums[2 * k] = static_cast<int16_t>(_mm256_extract_epi32(s16, 0));
+    out->bsums[2 * k + 1] = static_cast<int16_t>(_mm256_extract_epi32(s16, 4));
+  }
+  out->d = 1.0f / iscale;
+}
+
 void Prepare(TensorType t, const float* x, size_t x_stride, int n_rows, int n, uint8_t* out) {
   const bool quantized = t == TensorType::kQ8_0 || t == TensorType::kQ4_0;
   const bool k_quant = gguf::IsKQuant(t);
@@ -99,9 +140,8 @@ void Prepare(TensorType t, const float* x, size_t x_stride, int n_rows, int n, u
     const float* xi = x + i * x_stride;
     uint8_t* oi = out + i * out_stride;
     if (k_quant) {
-      // The scalar reference (ops.cc, built without AVX2): bit-identical by construction,
-      // and a small part of a matrix product's work.
-      QuantizeQ8K(xi, n, reinterpret_cast<Q8KBlock*>(oi));
+      Q8KBlock* blocks = reinterpret_cast<Q8KBlock*>(oi);
+      for (int b = 0; b < n / 256; ++b) QuantizeQ8KBlock(xi + 256 * b, &blocks[b]);
       continue;
     }
     if (quantized) {
