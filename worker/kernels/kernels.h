@@ -13,10 +13,10 @@
 //      super-block (scales applied in integers) for the K-quants.
 // Variants: "portable" (kernels.cc, plain loops, any CPU; for the K-quants the
 // reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
-// "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 where the CPU has
-// AVX512-VNNI; its K-quant products are the AVX2 ones). kernels_test.cc holds each against the reference: every output
-// within 1e-5 of sum_i |w_i x_i| (the products as the reference forms them), and the
-// prepared activations bit for bit.
+// "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
+// for the K-quants' scaled sums, where the CPU has AVX512-VNNI). kernels_test.cc holds
+// each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products
+// as the reference forms them), and the prepared activations bit for bit.
 //
 // Thread-safety: pure functions; Kernels() is initialised once, thread-safely.
 #ifndef GANTRY_WORKER_KERNELS_KERNELS_H_
@@ -62,8 +62,8 @@ struct KernelSet {
 const KernelSet& PortableKernels();
 // AVX2/FMA/F16C; nullptr when the CPU lacks any of them.
 const KernelSet* Avx2Kernels();
-// The AVX2 set with AVX512-VNNI products for Q8_0 / Q4_0 (256-bit vectors, AVX512VL
-// and BW); nullptr when the CPU lacks any of them.
+// The AVX2 set with AVX512-VNNI products for Q8_0 / Q4_0 and the K-quants (256-bit
+// vectors, AVX512VL and BW); nullptr when the CPU lacks any of them.
 const KernelSet* Avx512VnniKernels();
 // The best set this CPU runs, chosen on first use. GANTRY_KERNELS=portable or =avx2
 // forces that set (for comparisons) where the CPU runs it.

@@ -437,70 +437,12 @@ struct BlockQ6_K {
   }
 };
 
-// One 32-value chunk C of every (row, token) pair of the tile: codes (at most 63) times
-// activations, pairs summed to int16 (at most 2 * 63 * 127, no saturation), then times
-// the pair's group scale and summed to int32.
-template <class K, int RM, int RN, int C>
-inline void KQuantChunk(const uint8_t* const (&blocks)[RM], const typename K::Scales (&scales)[RM],
-                        const Q8KBlock* const (&xb)[RN], __m256i (&sums)[RM][RN]) {
-  __m256i xq[RN];
-  GANTRY_UNROLL
-  for (int j = 0; j < RN; ++j) xq[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[j]->q + 32 * C));
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i) {
-    const __m256i wq = K::template Chunk<C>(blocks[i]);
-    const __m256i sc = K::template ChunkScale<C>(scales[i]);
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) {
-      sums[i][j] = _mm256_add_epi32(sums[i][j], _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xq[j]), sc));
-    }
-  }
-}
-
-template <class K, int RM, int RN, int... C>
-inline void KQuantChunks(std::integer_sequence<int, C...>, const uint8_t* const (&blocks)[RM],
-                         const typename K::Scales (&scales)[RM], const Q8KBlock* const (&xb)[RN],
-                         __m256i (&sums)[RM][RN]) {
-  (KQuantChunk<K, RM, RN, C>(blocks, scales, xb, sums), ...);
-}
-
-template <class K, int RM, int RN>
-void KQuantTile(const TileArgs& a) {
-  const Matrix& w = *a.w;
-  const uint8_t* rows[RM];
-  const Q8KBlock* xs[RN];
-  __m256 acc[RM][RN];
-  TileOperands(a, rows, xs, acc);
-  const int blocks = w.cols / 256;
-  for (int b = 0; b < blocks; ++b) {
-    const uint8_t* block[RM];
-    typename K::Scales scales[RM];
-    const Q8KBlock* xb[RN];
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) xb[j] = xs[j] + b;
-    GANTRY_UNROLL
-    for (int i = 0; i < RM; ++i) {
-      block[i] = rows[i] + b * K::kBytes;
-      if (RN == 1) {
-        for (int o = 0; o < K::kBytes; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(block[i] + RM * w.row_bytes + o), _MM_HINT_T0);
-        }
-      }
-      K::LoadScales(block[i], &scales[i]);
-    }
-    __m256i sums[RM][RN];
-    GANTRY_UNROLL
-    for (int i = 0; i < RM; ++i)
-      GANTRY_UNROLL
-      for (int j = 0; j < RN; ++j) sums[i][j] = _mm256_setzero_si256();
-    KQuantChunks<K, RM, RN>(std::make_integer_sequence<int, 8>(), block, scales, xb, sums);
-    GANTRY_UNROLL
-    for (int i = 0; i < RM; ++i)
-      GANTRY_UNROLL
-      for (int j = 0; j < RN; ++j) acc[i][j] = K::Finish(scales[i], *xb[j], sums[i][j], acc[i][j]);
-  }
-  StoreTile(a, acc);
-}
+// The tile itself (ops_avx2_kquant.inc), once for AVX2 here and once for VNNI below.
+namespace avx2_kquant {
+#define GANTRY_KQUANT_ACCUMULATE(sums, pairs, scales) _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, scales))
+#include "worker/kernels/ops_avx2_kquant.inc"
+#undef GANTRY_KQUANT_ACCUMULATE
+}  // namespace avx2_kquant
 
 // ---- Quantized weights, AVX512-VNNI on 256-bit vectors ---------------------------
 //
@@ -564,6 +506,16 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
   StoreTile(a, acc);
 }
 
+// The K-quant tile with vpdpwssd, compiled for AVX512VL + VNNI (ops_avx2_kquant.inc).
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+namespace vnni_kquant {
+#define GANTRY_KQUANT_ACCUMULATE(sums, pairs, scales) _mm256_dpwssd_epi32(sums, pairs, scales)
+#include "worker/kernels/ops_avx2_kquant.inc"
+#undef GANTRY_KQUANT_ACCUMULATE
+}  // namespace vnni_kquant
+#pragma GCC pop_options
+
 // ---- Tiling ----------------------------------------------------------------------
 
 using TileFn = void (*)(const TileArgs&);
@@ -575,6 +527,7 @@ constexpr int kQuantRM = 4, kQuantRN = 2;
 constexpr int kVnniRM = 4, kVnniRN = 4;  // AVX512VL has 32 vector registers
 // K-quants keep an int32 super-block sum beside each float accumulator.
 constexpr int kKQuantRM = 2, kKQuantRN = 2;
+constexpr int kVnniKQuantRM = 3, kVnniKQuantRN = 3;
 
 template <template <class, int, int> class Tile, class T, int RM, int RN>
 struct TileTable {
@@ -598,7 +551,11 @@ struct QuantTileRunner {
 };
 template <class K, int RM, int RN>
 struct KQuantTileRunner {
-  static void Run(const TileArgs& a) { KQuantTile<K, RM, RN>(a); }
+  static void Run(const TileArgs& a) { avx2_kquant::KQuantTile<K, RM, RN>(a); }
+};
+template <class K, int RM, int RN>
+struct VnniKQuantTileRunner {
+  GANTRY_VNNI static void Run(const TileArgs& a) { vnni_kquant::KQuantTile<K, RM, RN>(a); }
 };
 template <class B, int RM, int RN>
 struct VnniTileRunner {
@@ -613,6 +570,9 @@ constexpr TileTable<QuantTileRunner, BlockQ4_0, kQuantRM, kQuantRN> kQ4_0Tiles;
 constexpr TileTable<KQuantTileRunner, BlockQ4_K, kKQuantRM, kKQuantRN> kQ4_KTiles;
 constexpr TileTable<KQuantTileRunner, BlockQ5_K, kKQuantRM, kKQuantRN> kQ5_KTiles;
 constexpr TileTable<KQuantTileRunner, BlockQ6_K, kKQuantRM, kKQuantRN> kQ6_KTiles;
+constexpr TileTable<VnniKQuantTileRunner, BlockQ4_K, kVnniKQuantRM, kVnniKQuantRN> kQ4_KVnniTiles;
+constexpr TileTable<VnniKQuantTileRunner, BlockQ5_K, kVnniKQuantRM, kVnniKQuantRN> kQ5_KVnniTiles;
+constexpr TileTable<VnniKQuantTileRunner, BlockQ6_K, kVnniKQuantRM, kVnniKQuantRN> kQ6_KVnniTiles;
 constexpr TileTable<VnniTileRunner, BlockQ8_0, kVnniRM, kVnniRN> kQ8_0VnniTiles;
 constexpr TileTable<VnniTileRunner, BlockQ4_0, kVnniRM, kVnniRN> kQ4_0VnniTiles;
 
@@ -671,6 +631,15 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
   }
   if (w.type == TensorType::kQ4_0) {
     return RunTiles(kQ4_0VnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ4_K) {
+    return RunTiles(kQ4_KVnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ5_K) {
+    return RunTiles(kQ5_KVnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ6_K) {
+    return RunTiles(kQ6_KVnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
   }
   return MatMul(w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
 }
