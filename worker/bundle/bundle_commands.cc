@@ -49,8 +49,11 @@ constexpr char kUsage[] =
     "  --head-dim N              (n-embd / n-head; qwen3 may differ)\n"
     "  --n-ff N                  (3 * n-embd)\n"
     "  --ctx N                   (2048)\n"
-    "  --wtype f32|f16|bf16|q8_0|q4_0   matrix weights (f16)\n"
-    "  --embd-type TYPE          token embeddings (same as --wtype)\n"
+    "  --wtype f32|f16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k|q4_k_m   matrix weights (f16);\n"
+    "                            K-quants need n-embd, n-head * head-dim and n-ff\n"
+    "                            multiples of 256; q4_k_m is llama.cpp's mix\n"
+    "                            (docs/bundle.md)\n"
+    "  --embd-type TYPE          token embeddings (same as --wtype; not with q4_k_m)\n"
     "  --tied                    no output.weight: the head reuses token_embd\n"
     "  --seed N                  (1234)\n"
     "  --name NAME\n";
@@ -91,12 +94,13 @@ int RunMakeTestModel(const std::vector<std::string>& args) {
     else if (a == "--ctx") ok = number(&o.context_length);
     else if (a == "--seed") ok = absl::SimpleAtoi(v, &o.seed);
     else if (a == "--name") o.name = v;
-    else if (a == "--wtype") ok = testmodel::ParseWeightType(v, &o.weight_type);
+    else if (a == "--wtype") ok = testmodel::ParseWeights(v, &o);
     else if (a == "--embd-type") ok = embd_set = testmodel::ParseWeightType(v, &o.embedding_type);
     else return Fail("unknown option " + a);
     if (!ok) return Fail("bad value '" + v + "' for " + a);
   }
   if (o.tokenizer_dir.empty() || out.empty()) return Fail("--tokenizer and -o are required");
+  if (o.q4_k_m && embd_set) return Fail("--embd-type does not combine with --wtype q4_k_m");
   if (!embd_set) o.embedding_type = o.weight_type;
   auto summary = testmodel::MakeTestModel(o, out);
   if (!summary.ok()) {

@@ -1,5 +1,6 @@
 #include "worker/gguf/quant.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -25,7 +26,175 @@ void Append(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
+float LoadHalf(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return HalfToFloat(h);
+}
+
 }  // namespace
+
+// ---- K-quants ---------------------------------------------------------------------
+
+namespace {
+
+constexpr int kSuper = 256;
+
+// The smallest fp16 value >= v (v >= 0 and finite): scales rounded up keep every
+// value of a group inside the range its codes reach.
+uint16_t HalfAtLeast(float v) {
+  uint16_t h = FloatToHalf(v);
+  if (HalfToFloat(h) < v && h < 0x7BFF) ++h;
+  return h;
+}
+
+// ceil(need / unit) in 0..limit; 0 when unit is 0.
+int StepsAtLeast(float need, float unit, int limit) {
+  if (!(unit > 0)) return 0;
+  return std::min(limit, std::max(0, static_cast<int>(std::ceil(need / unit))));
+}
+
+int Clamp(float v, int lo, int hi) { return std::min(hi, std::max(lo, static_cast<int>(std::roundf(v)))); }
+
+// Q4_K (levels 15) or Q5_K (levels 31), one super-block of 256 values.
+void EncodeQ45K(const float* x, int levels, std::string* out) {
+  float hi[8], offset[8], max_offset = 0;
+  for (int g = 0; g < 8; ++g) {
+    float lo = x[32 * g];
+    hi[g] = lo;
+    for (int l = 1; l < 32; ++l) {
+      lo = std::min(lo, x[32 * g + l]);
+      hi[g] = std::max(hi[g], x[32 * g + l]);
+    }
+    offset[g] = std::max(0.0f, -lo);  // ggml's mins are >= 0: x = d*sc*q - dmin*m
+    max_offset = std::max(max_offset, offset[g]);
+  }
+  const uint16_t dmin_h = HalfAtLeast(max_offset / 63);
+  const float dmin = HalfToFloat(dmin_h);
+  uint8_t m[8], sc[8];
+  float need[8], max_need = 0;
+  for (int g = 0; g < 8; ++g) {
+    m[g] = static_cast<uint8_t>(StepsAtLeast(offset[g], dmin, 63));
+    need[g] = std::max(0.0f, hi[g] + dmin * m[g]) / levels;  // the step that reaches hi
+    max_need = std::max(max_need, need[g]);
+  }
+  const uint16_t d_h = HalfAtLeast(max_need / 63);
+  const float d = HalfToFloat(d_h);
+  for (int g = 0; g < 8; ++g) sc[g] = static_cast<uint8_t>(StepsAtLeast(need[g], d, 63));
+  uint8_t q[kSuper];
+  for (int i = 0; i < kSuper; ++i) {
+    const int g = i / 32;
+    const float step = d * sc[g];
+    q[i] = step > 0 ? static_cast<uint8_t>(Clamp((x[i] + dmin * m[g]) / step, 0, levels)) : 0;
+  }
+  uint8_t scales[12];
+  for (int g = 0; g < 4; ++g) {
+    scales[g] = static_cast<uint8_t>(sc[g] | (sc[g + 4] >> 4) << 6);
+    scales[g + 4] = static_cast<uint8_t>(m[g] | (m[g + 4] >> 4) << 6);
+    scales[g + 8] = static_cast<uint8_t>((sc[g + 4] & 15) | (m[g + 4] & 15) << 4);
+  }
+  Append<uint16_t>(out, d_h);
+  Append<uint16_t>(out, dmin_h);
+  out->append(reinterpret_cast<const char*>(scales), 12);
+  if (levels == 31) {
+    uint8_t qh[32] = {};
+    for (int i = 0; i < kSuper; ++i) qh[i % 32] |= static_cast<uint8_t>((q[i] >> 4) << (i / 32));
+    out->append(reinterpret_cast<const char*>(qh), 32);
+  }
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      Append<uint8_t>(out, static_cast<uint8_t>((q[64 * c + l] & 15) | (q[64 * c + 32 + l] & 15) << 4));
+    }
+  }
+}
+
+void EncodeQ6K(const float* x, std::string* out) {
+  float need[16], max_need = 0;
+  for (int g = 0; g < 16; ++g) {
+    float amax = 0;
+    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * g + l]));
+    need[g] = amax / 31.5f;  // |x| <= 31.5 steps rounds into -32..31
+    max_need = std::max(max_need, need[g]);
+  }
+  const uint16_t d_h = HalfAtLeast(max_need / 127);
+  const float d = HalfToFloat(d_h);
+  int8_t sc[16];
+  for (int g = 0; g < 16; ++g) sc[g] = static_cast<int8_t>(StepsAtLeast(need[g], d, 127));
+  uint8_t code[kSuper];
+  for (int i = 0; i < kSuper; ++i) {
+    const float step = d * sc[i / 16];
+    code[i] = static_cast<uint8_t>((step > 0 ? Clamp(x[i] / step, -32, 31) : 0) + 32);
+  }
+  uint8_t ql[128], qh[64];
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* c = code + 128 * h + l;
+      ql[64 * h + l] = static_cast<uint8_t>((c[0] & 15) | (c[64] & 15) << 4);
+      ql[64 * h + 32 + l] = static_cast<uint8_t>((c[32] & 15) | (c[96] & 15) << 4);
+      qh[32 * h + l] = static_cast<uint8_t>(c[0] >> 4 | (c[32] >> 4) << 2 | (c[64] >> 4) << 4 | (c[96] >> 4) << 6);
+    }
+  }
+  out->append(reinterpret_cast<const char*>(ql), 128);
+  out->append(reinterpret_cast<const char*>(qh), 64);
+  out->append(reinterpret_cast<const char*>(sc), 16);
+  Append<uint16_t>(out, d_h);
+}
+
+}  // namespace
+
+bool IsKQuant(TensorType type) {
+  return type == TensorType::kQ4_K || type == TensorType::kQ5_K || type == TensorType::kQ6_K;
+}
+
+void UnpackKQuantBlock(const uint8_t* b, TensorType type, KQuantBlock* o) {
+  if (type == TensorType::kQ6_K) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    o->d = LoadHalf(b + 208);
+    o->dmin = 0;
+    o->group = 16;
+    for (int g = 0; g < 16; ++g) {
+      o->scale[g] = static_cast<int8_t>(b[192 + g]);
+      o->min[g] = 0;
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = ql[64 * h + l], hi = ql[64 * h + 32 + l], bits = qh[32 * h + l];
+        int8_t* q = o->q + 128 * h + l;
+        q[0] = static_cast<int8_t>(((lo & 15) | (bits & 3) << 4) - 32);
+        q[32] = static_cast<int8_t>(((hi & 15) | (bits >> 2 & 3) << 4) - 32);
+        q[64] = static_cast<int8_t>(((lo >> 4) | (bits >> 4 & 3) << 4) - 32);
+        q[96] = static_cast<int8_t>(((hi >> 4) | (bits >> 6 & 3) << 4) - 32);
+      }
+    }
+    return;
+  }
+  o->d = LoadHalf(b);
+  o->dmin = LoadHalf(b + 2);
+  o->group = 32;
+  const uint8_t* s = b + 4;
+  for (int g = 0; g < 4; ++g) {
+    o->scale[g] = s[g] & 63;
+    o->min[g] = s[g + 4] & 63;
+    o->scale[g + 4] = static_cast<int16_t>((s[g + 8] & 15) | (s[g] >> 6) << 4);
+    o->min[g + 4] = static_cast<int16_t>((s[g + 8] >> 4) | (s[g + 4] >> 6) << 4);
+  }
+  for (int g = 8; g < 16; ++g) o->scale[g] = o->min[g] = 0;
+  const bool q5 = type == TensorType::kQ5_K;
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + (q5 ? 48 : 16);
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+      if (q5) {
+        lo |= (qh[l] >> (2 * c) & 1) << 4;
+        hi |= (qh[l] >> (2 * c + 1) & 1) << 4;
+      }
+      o->q[64 * c + l] = static_cast<int8_t>(lo);
+      o->q[64 * c + 32 + l] = static_cast<int8_t>(hi);
+    }
+  }
+}
 
 float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
@@ -127,6 +296,19 @@ absl::Status EncodeTensor(const float* x, size_t n, TensorType type, std::string
       }
       return absl::OkStatus();
     }
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K: {
+      if (n % kSuper) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(TensorTypeName(type), " needs a multiple of 256 values, got ", n));
+      }
+      for (size_t b = 0; b < n; b += kSuper) {
+        if (type == TensorType::kQ6_K) EncodeQ6K(x + b, out);
+        else EncodeQ45K(x + b, type == TensorType::kQ4_K ? 15 : 31, out);
+      }
+      return absl::OkStatus();
+    }
     default:
       return absl::UnimplementedError(
           absl::StrCat("encoding ", TensorTypeName(type) ? TensorTypeName(type) : "?", " is not built yet"));
@@ -173,6 +355,22 @@ absl::Status DecodeRow(const uint8_t* data, TensorType type, size_t n, float* y)
         }
       }
       return absl::OkStatus();
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K: {
+      uint64_t elements = 0, block_bytes = 0;
+      TensorTypeLayout(type, &elements, &block_bytes);
+      KQuantBlock k;
+      for (size_t b = 0; b < n / kSuper; ++b) {
+        UnpackKQuantBlock(data + b * block_bytes, type, &k);
+        for (int i = 0; i < kSuper; ++i) {
+          // ggml's order: (d * scale) * q - (dmin * min).
+          const int g = i / k.group;
+          y[b * kSuper + i] = k.d * k.scale[g] * k.q[i] - k.dmin * k.min[g];
+        }
+      }
+      return absl::OkStatus();
+    }
     default:
       return absl::UnimplementedError(
           absl::StrCat("decoding ", TensorTypeName(type) ? TensorTypeName(type) : "?", " is not built yet"));

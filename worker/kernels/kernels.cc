@@ -36,6 +36,10 @@ void PreparePortable(TensorType t, const float* x, size_t x_stride, int n_rows, 
       for (int b = 0; b < n / 32; ++b) QuantizeBlock(xi + 32 * b, &blocks[b]);
       continue;
     }
+    if (gguf::IsKQuant(t)) {
+      QuantizeQ8K(xi, n, reinterpret_cast<Q8KBlock*>(oi));
+      continue;
+    }
     float* o = reinterpret_cast<float*>(oi);
     for (int c = 0; c < n; ++c) {
       if (t == TensorType::kF16) o[c] = gguf::HalfToFloat(gguf::FloatToHalf(xi[c]));
@@ -53,6 +57,7 @@ float Scale(const uint8_t* block) {
 
 // One weight row against one prepared row, in the reference's order.
 float DotPortable(const Matrix& w, const uint8_t* row, const uint8_t* x, float* decoded) {
+  if (gguf::IsKQuant(w.type)) return DotKQuantQ8K(w.type, row, reinterpret_cast<const Q8KBlock*>(x), w.cols);
   if (IsQuantized(w.type)) {
     const Q8Block* a = reinterpret_cast<const Q8Block*>(x);
     float sum = 0;
@@ -91,7 +96,7 @@ void MatMulPortable(const Matrix& w, const uint8_t* x, size_t x_stride, int n_to
   float stack[4096];
   float* decoded = stack;
   float* heap = nullptr;
-  if (w.type != TensorType::kF32 && !IsQuantized(w.type) && w.cols > 4096) {
+  if ((w.type == TensorType::kF16 || w.type == TensorType::kBF16) && w.cols > 4096) {
     decoded = heap = static_cast<float*>(std::malloc(sizeof(float) * w.cols));
   }
   for (int r = row_begin; r < row_end; ++r) {
@@ -107,6 +112,7 @@ const KernelSet kPortable = {"portable", &PreparePortable, &MatMulPortable};
 
 size_t PreparedRowBytes(TensorType t, int n) {
   if (IsQuantized(t)) return sizeof(Q8Block) * static_cast<size_t>(n / 32);
+  if (gguf::IsKQuant(t)) return sizeof(Q8KBlock) * static_cast<size_t>(n / 256);
   return sizeof(float) * static_cast<size_t>(n);
 }
 

@@ -6,14 +6,17 @@
 //   1. PrepareActivations: each activation row in the weight type's "dot type", as
 //      ggml computes it: F32 stays F32, F16 / BF16 weights meet activations rounded to
 //      that type (kept as float: the rounded values), Q8_0 / Q4_0 weights meet Q8
-//      blocks (d = amax / 127 rounded through fp16, q = round(x / d)).
+//      blocks (d = amax / 127 rounded through fp16, q = round(x / d)), Q4_K / Q5_K /
+//      Q6_K weights meet Q8K blocks of 256 (ops.h QuantizeQ8K, ggml's Q8_K).
 //   2. MatMul: y[t][r] = dot(W row r, prepared row t) for a range of weight rows and
-//      all prepared rows; an integer dot per 32-block for the quantized types.
-// Variants: "portable" (kernels.cc, plain loops, any CPU), "avx2" (ops_avx2.cc,
-// AVX2 + FMA + F16C) and "avx512vnni" (the same, with vpdpbusd products for Q8_0 and
-// Q4_0 where the CPU has AVX512-VNNI). kernels_test.cc holds each against the reference: every output
-// within 1e-5 of sum_i |w_i x_i| (the products as the reference forms them), and the
-// prepared activations bit for bit.
+//      all prepared rows; an integer dot per 32-block for Q8_0 / Q4_0, per 256-value
+//      super-block (scales applied in integers) for the K-quants.
+// Variants: "portable" (kernels.cc, plain loops, any CPU; for the K-quants the
+// reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
+// "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
+// for the K-quants' scaled sums, where the CPU has AVX512-VNNI). kernels_test.cc holds
+// each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products
+// as the reference forms them), and the prepared activations bit for bit.
 //
 // Thread-safety: pure functions; Kernels() is initialised once, thread-safely.
 #ifndef GANTRY_WORKER_KERNELS_KERNELS_H_
@@ -34,7 +37,7 @@ struct Q8Block {
 };
 
 // Bytes of one prepared row of `n` activations for weights of type `t`
-// (precondition for Q8_0 / Q4_0: n a multiple of 32).
+// (precondition: n a multiple of 32 for Q8_0 / Q4_0, of 256 for the K-quants).
 size_t PreparedRowBytes(gguf::TensorType t, int n);
 
 // Prepares `n_rows` rows of `n` activations (row i at x + i * x_stride floats) for
@@ -59,8 +62,8 @@ struct KernelSet {
 const KernelSet& PortableKernels();
 // AVX2/FMA/F16C; nullptr when the CPU lacks any of them.
 const KernelSet* Avx2Kernels();
-// The AVX2 set with AVX512-VNNI products for Q8_0 / Q4_0 (256-bit vectors, AVX512VL
-// and BW); nullptr when the CPU lacks any of them.
+// The AVX2 set with AVX512-VNNI products for Q8_0 / Q4_0 and the K-quants (256-bit
+// vectors, AVX512VL and BW); nullptr when the CPU lacks any of them.
 const KernelSet* Avx512VnniKernels();
 // The best set this CPU runs, chosen on first use. GANTRY_KERNELS=portable or =avx2
 // forces that set (for comparisons) where the CPU runs it.

@@ -1,7 +1,8 @@
 // Each kernel set against the scalar reference (ops.h MatVecRowsReference).
-// Stated tolerance: |y - reference| <= 1e-5 * sum_i |w_i x_i| + 1e-30, every type and
-// set (the same products summed in another order); the portable set is bit-identical
-// to the reference, and every set prepares activations bit for bit as the reference.
+// Stated tolerance: |y - reference| <= 1e-5 * sum_i |w_i x_i| + 1e-30, every type (F32,
+// F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and set (the same products summed in another
+// order); the portable set is bit-identical to the reference, and every set prepares
+// activations bit for bit as the reference.
 #include "worker/kernels/kernels.h"
 
 #include <cmath>
@@ -87,8 +88,8 @@ void CheckMatMul(const KernelSet& k, TensorType type, int rows, int cols, int n_
 }
 
 TEST(KernelsTest, EverySetMatchesTheReference) {
-  const TensorType types[] = {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                              TensorType::kQ4_0};
+  const TensorType types[] = {TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,
+                              TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
   uint32_t seed = 1;
   for (const KernelSet* k : Sets()) {
     for (TensorType type : types) {
@@ -128,6 +129,45 @@ TEST(KernelsTest, QuantizationRoundsHalfAwayFromZeroAsTheReference) {
     EXPECT_EQ(z.d, 0.0f);
     for (int8_t q : z.q) EXPECT_EQ(q, 0);
   }
+}
+
+TEST(KernelsTest, Q8KRoundsHalfToEvenAsGgml) {
+  // The value of largest magnitude is -127: the scale is -127 / -127 = 1, so the
+  // values meet the rounding's ties exactly (ggml's nearest_int: ties to even).
+  std::vector<float> x(256, 0.0f);
+  x[0] = -127.0f;
+  x[1] = 2.5f;
+  x[2] = -1.5f;
+  x[3] = 3.5f;
+  x[17] = 100.0f;
+  std::vector<uint8_t> want(PreparedRowBytes(TensorType::kQ4_K, 256));
+  ASSERT_EQ(want.size(), sizeof(Q8KBlock));
+  PortableKernels().prepare(TensorType::kQ6_K, x.data(), 256, 1, 256, want.data());
+  const Q8KBlock* b = reinterpret_cast<const Q8KBlock*>(want.data());
+  EXPECT_EQ(b->d, 1.0f);
+  EXPECT_EQ(b->q[0], -127);
+  EXPECT_EQ(b->q[1], 2);   // 2.5 -> 2
+  EXPECT_EQ(b->q[2], -2);  // -1.5 -> -2
+  EXPECT_EQ(b->q[3], 4);   // 3.5 -> 4
+  EXPECT_EQ(b->bsums[0], -127 + 2 - 2 + 4);
+  EXPECT_EQ(b->bsums[1], 100);
+  // A positive largest value: negative scale, q = -x / d.
+  x[0] = 127.0f;
+  PortableKernels().prepare(TensorType::kQ4_K, x.data(), 256, 1, 256, want.data());
+  EXPECT_EQ(b->d, -1.0f);
+  EXPECT_EQ(b->q[0], -127);
+  EXPECT_EQ(b->q[17], -100);
+  for (const KernelSet* k : Sets()) {
+    std::vector<uint8_t> got(want.size());
+    k->prepare(TensorType::kQ4_K, x.data(), 256, 1, 256, got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size())) << k->name;
+  }
+  // An all-zero block: d = 0, q = 0, bsums = 0.
+  std::vector<float> zeros(256, 0.0f);
+  PortableKernels().prepare(TensorType::kQ5_K, zeros.data(), 256, 1, 256, want.data());
+  EXPECT_EQ(b->d, 0.0f);
+  for (int8_t q : b->q) EXPECT_EQ(q, 0);
+  for (int16_t s : b->bsums) EXPECT_EQ(s, 0);
 }
 
 TEST(KernelsTest, KernelsChoosesTheBestSet) {

@@ -1,5 +1,6 @@
 #include "worker/kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -48,6 +49,55 @@ Q8Activations QuantizeQ8(const float* x, int n) {
 
 }  // namespace
 
+void QuantizeQ8K(const float* x, int n, Q8KBlock* out) {
+  for (int b = 0; b < n / 256; ++b, x += 256) {
+    Q8KBlock& o = out[b];
+    float amax = 0, max = 0;
+    for (int j = 0; j < 256; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    if (amax == 0) {
+      std::memset(&o, 0, sizeof(o));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < 256; ++j) {
+      o.q[j] = static_cast<int8_t>(std::min(127, static_cast<int>(std::nearbyint(iscale * x[j]))));
+    }
+    for (int k = 0; k < 16; ++k) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += o.q[16 * k + j];
+      o.bsums[k] = static_cast<int16_t>(sum);
+    }
+    o.d = 1.0f / iscale;
+  }
+}
+
+float DotKQuantQ8K(gguf::TensorType type, const uint8_t* row, const Q8KBlock* x, int n) {
+  uint64_t block_values = 0, block_bytes = 0;
+  gguf::TensorTypeLayout(type, &block_values, &block_bytes);
+  gguf::KQuantBlock w;
+  float sum = 0;
+  for (int b = 0; b < n / 256; ++b) {
+    gguf::UnpackKQuantBlock(row + b * block_bytes, type, &w);
+    int32_t dots = 0, mins = 0;  // at most 16 * 128 * 16 * 32 * 127: no overflow
+    for (int g = 0; g < 256 / w.group; ++g) {
+      int32_t dot = 0, xsum = 0;
+      for (int j = g * w.group; j < (g + 1) * w.group; ++j) {
+        dot += w.q[j] * x[b].q[j];
+        xsum += x[b].q[j];
+      }
+      dots += w.scale[g] * dot;
+      mins += w.min[g] * xsum;
+    }
+    sum += w.d * x[b].d * static_cast<float>(dots) - w.dmin * x[b].d * static_cast<float>(mins);
+  }
+  return sum;
+}
+
 void MatVecRowsReference(const Matrix& w, const float* x, float* y, int row_begin, int row_end) {
   using gguf::TensorType;
   if (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) {
@@ -74,6 +124,14 @@ void MatVecRowsReference(const Matrix& w, const float* x, float* y, int row_begi
         sum += gguf::HalfToFloat(h) * a.d[b] * static_cast<float>(isum);
       }
       y[r] = sum;
+    }
+    return;
+  }
+  if (gguf::IsKQuant(w.type)) {
+    std::vector<Q8KBlock> a(w.cols / 256);
+    QuantizeQ8K(x, w.cols, a.data());
+    for (int r = row_begin; r < row_end; ++r) {
+      y[r] = DotKQuantQ8K(w.type, w.data + static_cast<size_t>(r) * w.row_bytes, a.data(), w.cols);
     }
     return;
   }

@@ -30,9 +30,29 @@ void RmsNorm(float* out, const float* x, const float* w, int n, float eps);
 
 // y[r] = dot(W row r, x) for r in [row_begin, row_end), computed as ggml computes it so
 // that results agree with llama.cpp: activations meet F16 / BF16 weights rounded to
-// that type, and Q8_0 / Q4_0 weights quantized to Q8_0 blocks with an integer dot per
-// block. Scalar reference: plain loops, float accumulation.
+// that type, Q8_0 / Q4_0 weights quantized to Q8_0 blocks with an integer dot per
+// block, and K-quant weights quantized to Q8K blocks (DotKQuantQ8K). Scalar
+// reference: plain loops, float accumulation.
 void MatVecRowsReference(const Matrix& w, const float* x, float* y, int row_begin, int row_end);
+
+// One super-block of 256 activations quantized for K-quant weights (Q4_K, Q5_K, Q6_K),
+// as ggml's Q8_K: with m the value of largest magnitude, q = round-half-even(x * -127/m)
+// (so |q| <= 127), d = 1 / (-127/m), bsums[k] = q[16k] + ... + q[16k + 15].
+struct Q8KBlock {
+  float d;
+  int8_t q[256];
+  int16_t bsums[16];
+};
+
+// Quantizes x[0..n) (n a multiple of 256) into n / 256 blocks; an all-zero block gets
+// d = 0 and q = 0.
+void QuantizeQ8K(const float* x, int n, Q8KBlock* out);
+
+// dot(one K-quant weight row of n values, x as Q8K blocks): per super-block the exact
+// integer sum of scale * (q_w . q_x) over its groups and of min * (sum of q_x) over
+// its groups, then d_w * d_x * sums - dmin_w * d_x * mins, accumulated in float.
+// Precondition: gguf::IsKQuant(type), n a multiple of 256.
+float DotKQuantQ8K(gguf::TensorType type, const uint8_t* row, const Q8KBlock* x, int n);
 
 // Decodes row `r` of W into out[0..cols).
 void DecodeMatrixRow(const Matrix& w, int r, float* out);

@@ -13,12 +13,19 @@
 //   Q8_0 / Q4_0: each 32-block of weights as 32 signed bytes (Q4_0: nibble - 8), an
 //     exact integer dot per block (|w| * sign(x, w) with maddubs, then pairs summed to 8
 //     int32 lanes), scaled by d_w * d_x and accumulated in float.
+//   Q4_K / Q5_K / Q6_K against Q8K activations: each 32-value chunk of a super-block
+//     as 32 unsigned codes (Q6_K: q + 32), maddubs with the activations, then madd with
+//     the chunk's group scales (int16), so the scales are applied in integers and a
+//     whole super-block sums exactly in 8 int32 lanes; the mins (Q4_K / Q5_K) and the
+//     Q6_K offset of 32 come from the activations' bsums. One float scale per
+//     super-block: d_w * d_x (and dmin_w * d_x for the mins).
 // The sums are the reference's products in a different order (lanes, then a tree).
 #include "worker/kernels/ops_avx2.h"
 
 #include <immintrin.h>
 
 #include <cstring>
+#include <utility>
 
 #include "worker/gguf/quant.h"
 
@@ -82,13 +89,61 @@ void QuantizeBlock(const float* x, Q8Block* out) {
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
+// As ops.cc QuantizeQ8K, one block, bit for bit: the first value of largest magnitude
+// sets the scale; products rounded half to even (as nearbyint); NaNs never win the max.
+void QuantizeQ8KBlock(const float* x, Q8KBlock* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 amax_v = _mm256_setzero_ps();
+  for (int i = 0; i < 32; ++i) amax_v = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask), amax_v);
+  const float amax = HorizontalMax(amax_v);
+  if (amax == 0) {
+    std::memset(out, 0, sizeof(*out));
+    return;
+  }
+  float max = amax;
+  for (int i = 0; i < 32; ++i) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + 8 * i), abs_mask);
+    const int hits = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+    if (hits) {
+      max = x[8 * i + __builtin_ctz(hits)];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m256 scale = _mm256_set1_ps(iscale);
+  for (int k = 0; k < 8; ++k) {
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * i), scale);
+      q[i] = _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    const __m256i p = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->q + 32 * k), p);
+    // Sums of 4 bytes per int32 lane, then of lanes 0-3 and 4-7: bsums 2k and 2k + 1.
+    const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));
+    const __m256i s16 = _mm256_hadd_epi32(_mm256_hadd_epi32(s4, s4), _mm256_hadd_epi32(s4, s4));
+    out->bsums[2 * k] = static_cast<int16_t>(_mm256_extract_epi32(s16, 0));
+    out->bsums[2 * k + 1] = static_cast<int16_t>(_mm256_extract_epi32(s16, 4));
+  }
+  out->d = 1.0f / iscale;
+}
+
 void Prepare(TensorType t, const float* x, size_t x_stride, int n_rows, int n, uint8_t* out) {
   const bool quantized = t == TensorType::kQ8_0 || t == TensorType::kQ4_0;
+  const bool k_quant = gguf::IsKQuant(t);
   // As PreparedRowBytes (kernels.cc, which this library must not call back into).
-  const size_t out_stride = quantized ? sizeof(Q8Block) * (n / 32) : sizeof(float) * n;
+  const size_t out_stride = quantized ? sizeof(Q8Block) * (n / 32)
+                            : k_quant ? sizeof(Q8KBlock) * (n / 256) : sizeof(float) * n;
   for (int i = 0; i < n_rows; ++i) {
     const float* xi = x + i * x_stride;
     uint8_t* oi = out + i * out_stride;
+    if (k_quant) {
+      Q8KBlock* blocks = reinterpret_cast<Q8KBlock*>(oi);
+      for (int b = 0; b < n / 256; ++b) QuantizeQ8KBlock(xi + 256 * b, &blocks[b]);
+      continue;
+    }
     if (quantized) {
       Q8Block* blocks = reinterpret_cast<Q8Block*>(oi);
       for (int b = 0; b < n / 32; ++b) QuantizeBlock(xi + 32 * b, &blocks[b]);
@@ -155,20 +210,38 @@ struct TileArgs {
   int t;
 };
 
+// A tile's operands: its RM weight rows and RN prepared activation rows (as X), and its
+// float accumulators, zeroed.
+template <int RM, int RN, class X>
+__attribute__((always_inline)) inline void TileOperands(const TileArgs& a, const uint8_t* (&rows)[RM],
+                                                         const X* (&xs)[RN], __m256 (&acc)[RM][RN]) {
+  const Matrix& w = *a.w;
+  GANTRY_UNROLL
+  for (int i = 0; i < RM; ++i) rows[i] = w.data + static_cast<size_t>(a.r + i) * w.row_bytes;
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) xs[j] = reinterpret_cast<const X*>(a.x + (a.t + j) * a.x_stride);
+  GANTRY_UNROLL
+  for (int i = 0; i < RM; ++i)
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_setzero_ps();
+}
+
+// y[t + j][r + i] = the sum of acc[i][j]'s lanes.
+template <int RM, int RN>
+__attribute__((always_inline)) inline void StoreTile(const TileArgs& a, const __m256 (&acc)[RM][RN]) {
+  GANTRY_UNROLL
+  for (int i = 0; i < RM; ++i)
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) a.y[(a.t + j) * a.ldy + a.r + i] = HorizontalSum(acc[i][j]);
+}
+
 template <class L, int RM, int RN>
 void FloatTile(const TileArgs& a) {
   const Matrix& w = *a.w;
   const uint8_t* rows[RM];
   const float* xs[RN];
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i) rows[i] = w.data + static_cast<size_t>(a.r + i) * w.row_bytes;
-  GANTRY_UNROLL
-  for (int j = 0; j < RN; ++j) xs[j] = reinterpret_cast<const float*>(a.x + (a.t + j) * a.x_stride);
   __m256 acc[RM][RN];
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i)
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_setzero_ps();
+  TileOperands(a, rows, xs, acc);
   int c = 0;
   for (; c + 8 <= w.cols; c += 8) {
     __m256 xv[RN];
@@ -228,16 +301,9 @@ void QuantTile(const TileArgs& a) {
   const Matrix& w = *a.w;
   const uint8_t* rows[RM];
   const Q8Block* xs[RN];
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i) rows[i] = w.data + static_cast<size_t>(a.r + i) * w.row_bytes;
-  GANTRY_UNROLL
-  for (int j = 0; j < RN; ++j) xs[j] = reinterpret_cast<const Q8Block*>(a.x + (a.t + j) * a.x_stride);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[RM][RN];
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i)
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_setzero_ps();
+  TileOperands(a, rows, xs, acc);
+  const __m256i ones = _mm256_set1_epi16(1);
   const int blocks = w.cols / 32;
   for (int b = 0; b < blocks; ++b) {
     __m256i xq[RN];
@@ -264,12 +330,119 @@ void QuantTile(const TileArgs& a) {
       }
     }
   }
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i)
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) a.y[(a.t + j) * a.ldy + a.r + i] = HorizontalSum(acc[i][j]);
+  StoreTile(a, acc);
 }
 
+// ---- K-quant weights ---------------------------------------------------------------
+//
+// Each block type gives: kBytes; Scales (a super-block's scales, unpacked once per row
+// and super-block, kept in memory); LoadScales; Chunk<C> (the 32 codes of values
+// 32C .. 32C + 31 as unsigned bytes); ChunkScale<C> (16 int16 lanes: the scale of each
+// maddubs pair); Finish (the super-block's integer sum into the float accumulator).
+
+// Q4_K / Q5_K: the 6-bit scales and mins of scales[12] (layout in gguf/quant.h), four
+// at a time in 32-bit words.
+struct ScalesMinsQ45 {
+  alignas(16) int16_t scale[8];
+  __m128i mins;  // 8 int16
+  float d, dmin;
+};
+
+inline void LoadScalesMinsQ45(const uint8_t* block, ScalesMinsQ45* s) {
+  uint32_t u[3];
+  std::memcpy(u, block + 4, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  const uint32_t sc_lo = u[0] & low6, m_lo = u[1] & low6;
+  const uint32_t sc_hi = (u[2] & low4) | ((u[0] >> 6) & low2) << 4;
+  const uint32_t m_hi = ((u[2] >> 4) & low4) | ((u[1] >> 6) & low2) << 4;
+  const __m128i sc = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo)));
+  _mm_store_si128(reinterpret_cast<__m128i*>(s->scale), sc);
+  s->mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo)));
+  s->d = HalfToFloat(block);
+  s->dmin = HalfToFloat(block + 2);
+}
+
+// acc += d_w d_x * sums - dmin_w d_x * sum over groups of min * (sum of its 32 x).
+inline __m256 FinishQ45(const ScalesMinsQ45& s, const Q8KBlock& x, __m256i sums, __m256 acc) {
+  const __m128i bs_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums));
+  const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8));
+  const __m128i mins = _mm_madd_epi16(s.mins, _mm_hadd_epi16(bs_lo, bs_hi));  // per-group x sums
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(s.d * x.d), _mm256_cvtepi32_ps(sums), acc);
+  return _mm256_fnmadd_ps(_mm256_set1_ps(s.dmin * x.d), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), acc);
+}
+
+// Q4_K (kFifthBit false) and Q5_K: nibbles at qs, Q5_K's fifth bits in qh before them.
+template <bool kFifthBit>
+struct BlockQ45_K {
+  static constexpr int kBytes = kFifthBit ? 176 : 144;
+  static constexpr int kNibbles = kFifthBit ? 48 : 16;  // offset of qs
+  using Scales = ScalesMinsQ45;
+  static void LoadScales(const uint8_t* block, Scales* s) { LoadScalesMinsQ45(block, s); }
+  template <int C>
+  static __m256i Chunk(const uint8_t* block) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kNibbles + 32 * (C / 2)));
+    const __m256i low = _mm256_and_si256(C % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+    if constexpr (!kFifthBit) return low;
+    // The fifth bit of value 32C + l is bit C of qh[l].
+    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << C));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
+    const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), _mm256_set1_epi8(16));
+    return _mm256_or_si256(low, high);
+  }
+  template <int C>
+  static __m256i ChunkScale(const Scales& s) { return _mm256_set1_epi16(s.scale[C]); }
+  static __m256 Finish(const Scales& s, const Q8KBlock& x, __m256i sums, __m256 acc) {
+    return FinishQ45(s, x, sums, acc);
+  }
+};
+using BlockQ4_K = BlockQ45_K<false>;
+using BlockQ5_K = BlockQ45_K<true>;
+
+struct BlockQ6_K {
+  static constexpr int kBytes = 210;
+  struct Scales {
+    int16_t scale[16];
+    __m256i scales;  // the 16 group scales as int16
+    float d;
+  };
+  static void LoadScales(const uint8_t* block, Scales* s) {
+    s->scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s->scale), s->scales);
+    s->d = HalfToFloat(block + 208);
+  }
+  // Codes 0..63 (q + 32); layout in gguf/quant.h.
+  template <int C>
+  static __m256i Chunk(const uint8_t* block) {
+    constexpr int kHalf = C / 4, kQuarter = C % 4;
+    const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * kHalf + 32 * (kQuarter % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * kHalf));
+    const __m256i nibble = _mm256_and_si256(kQuarter < 2 ? low : _mm256_srli_epi16(low, 4), _mm256_set1_epi8(0x0F));
+    // Bits 2k, 2k + 1 of qh (k = kQuarter) moved to bits 4, 5.
+    const __m256i moved = kQuarter == 0 ? _mm256_slli_epi16(qh, 4)
+                          : kQuarter == 1 ? _mm256_slli_epi16(qh, 2)
+                          : kQuarter == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(nibble, _mm256_and_si256(moved, _mm256_set1_epi8(0x30)));
+  }
+  // Pairs 0..7 cover group 2C, pairs 8..15 group 2C + 1.
+  template <int C>
+  static __m256i ChunkScale(const Scales& s) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(s.scale[2 * C])),
+                                   _mm_set1_epi16(s.scale[2 * C + 1]), 1);
+  }
+  // The codes are q + 32: subtract 32 * sum over groups of scale * (sum of its 16 x).
+  static __m256 Finish(const Scales& s, const Q8KBlock& x, __m256i sums, __m256 acc) {
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
+    sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(_mm256_madd_epi16(s.scales, bsums), 5));
+    return _mm256_fmadd_ps(_mm256_set1_ps(s.d * x.d), _mm256_cvtepi32_ps(sums), acc);
+  }
+};
+
+// The tile itself (ops_avx2_kquant.inc), once for AVX2 here and once for VNNI below.
+namespace avx2_kquant {
+#define GANTRY_KQUANT_ACCUMULATE(sums, pairs, scales) _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, scales))
+#include "worker/kernels/ops_avx2_kquant.inc"
+#undef GANTRY_KQUANT_ACCUMULATE
+}  // namespace avx2_kquant
 
 // ---- Quantized weights, AVX512-VNNI on 256-bit vectors ---------------------------
 //
@@ -288,17 +461,10 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
   const Matrix& w = *a.w;
   const uint8_t* rows[RM];
   const Q8Block* xs[RN];
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i) rows[i] = w.data + static_cast<size_t>(a.r + i) * w.row_bytes;
-  GANTRY_UNROLL
-  for (int j = 0; j < RN; ++j) xs[j] = reinterpret_cast<const Q8Block*>(a.x + (a.t + j) * a.x_stride);
+  __m256 acc[RM][RN];
+  TileOperands(a, rows, xs, acc);
   const __m256i zero = _mm256_setzero_si256();
   const __m256i offset = _mm256_set1_epi8(kQ4 ? 8 : static_cast<char>(0x80));
-  __m256 acc[RM][RN];
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i)
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_setzero_ps();
   const int blocks = w.cols / 32;
   for (int b = 0; b < blocks; ++b) {
     __m256i xq[RN], x_start[RN];
@@ -337,11 +503,18 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
       }
     }
   }
-  GANTRY_UNROLL
-  for (int i = 0; i < RM; ++i)
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) a.y[(a.t + j) * a.ldy + a.r + i] = HorizontalSum(acc[i][j]);
+  StoreTile(a, acc);
 }
+
+// The K-quant tile with vpdpwssd, compiled for AVX512VL + VNNI (ops_avx2_kquant.inc).
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+namespace vnni_kquant {
+#define GANTRY_KQUANT_ACCUMULATE(sums, pairs, scales) _mm256_dpwssd_epi32(sums, pairs, scales)
+#include "worker/kernels/ops_avx2_kquant.inc"
+#undef GANTRY_KQUANT_ACCUMULATE
+}  // namespace vnni_kquant
+#pragma GCC pop_options
 
 // ---- Tiling ----------------------------------------------------------------------
 
@@ -352,6 +525,9 @@ using TileFn = void (*)(const TileArgs&);
 constexpr int kFloatRM = 4, kFloatRN = 3;
 constexpr int kQuantRM = 4, kQuantRN = 2;
 constexpr int kVnniRM = 4, kVnniRN = 4;  // AVX512VL has 32 vector registers
+// K-quants keep an int32 super-block sum beside each float accumulator.
+constexpr int kKQuantRM = 2, kKQuantRN = 2;
+constexpr int kVnniKQuantRM = 3, kVnniKQuantRN = 3;
 
 template <template <class, int, int> class Tile, class T, int RM, int RN>
 struct TileTable {
@@ -373,6 +549,14 @@ template <class B, int RM, int RN>
 struct QuantTileRunner {
   static void Run(const TileArgs& a) { QuantTile<B, RM, RN>(a); }
 };
+template <class K, int RM, int RN>
+struct KQuantTileRunner {
+  static void Run(const TileArgs& a) { avx2_kquant::KQuantTile<K, RM, RN>(a); }
+};
+template <class K, int RM, int RN>
+struct VnniKQuantTileRunner {
+  GANTRY_VNNI static void Run(const TileArgs& a) { vnni_kquant::KQuantTile<K, RM, RN>(a); }
+};
 template <class B, int RM, int RN>
 struct VnniTileRunner {
   GANTRY_VNNI static void Run(const TileArgs& a) { VnniTile<B, RM, RN>(a); }
@@ -383,6 +567,12 @@ constexpr TileTable<FloatTileRunner, LoadF16, kFloatRM, kFloatRN> kF16Tiles;
 constexpr TileTable<FloatTileRunner, LoadBF16, kFloatRM, kFloatRN> kBF16Tiles;
 constexpr TileTable<QuantTileRunner, BlockQ8_0, kQuantRM, kQuantRN> kQ8_0Tiles;
 constexpr TileTable<QuantTileRunner, BlockQ4_0, kQuantRM, kQuantRN> kQ4_0Tiles;
+constexpr TileTable<KQuantTileRunner, BlockQ4_K, kKQuantRM, kKQuantRN> kQ4_KTiles;
+constexpr TileTable<KQuantTileRunner, BlockQ5_K, kKQuantRM, kKQuantRN> kQ5_KTiles;
+constexpr TileTable<KQuantTileRunner, BlockQ6_K, kKQuantRM, kKQuantRN> kQ6_KTiles;
+constexpr TileTable<VnniKQuantTileRunner, BlockQ4_K, kVnniKQuantRM, kVnniKQuantRN> kQ4_KVnniTiles;
+constexpr TileTable<VnniKQuantTileRunner, BlockQ5_K, kVnniKQuantRM, kVnniKQuantRN> kQ5_KVnniTiles;
+constexpr TileTable<VnniKQuantTileRunner, BlockQ6_K, kVnniKQuantRM, kVnniKQuantRN> kQ6_KVnniTiles;
 constexpr TileTable<VnniTileRunner, BlockQ8_0, kVnniRM, kVnniRN> kQ8_0VnniTiles;
 constexpr TileTable<VnniTileRunner, BlockQ4_0, kVnniRM, kVnniRN> kQ4_0VnniTiles;
 
@@ -420,6 +610,12 @@ void MatMul(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float
       return RunTiles(kQ8_0Tiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
     case TensorType::kQ4_0:
       return RunTiles(kQ4_0Tiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+    case TensorType::kQ4_K:
+      return RunTiles(kQ4_KTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+    case TensorType::kQ5_K:
+      return RunTiles(kQ5_KTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+    case TensorType::kQ6_K:
+      return RunTiles(kQ6_KTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
     default:
       // Unreachable: Model::Load admits only the types above. NaN makes a misuse loud.
       for (int t = 0; t < n_tok; ++t)
@@ -435,6 +631,15 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
   }
   if (w.type == TensorType::kQ4_0) {
     return RunTiles(kQ4_0VnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ4_K) {
+    return RunTiles(kQ4_KVnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ5_K) {
+    return RunTiles(kQ5_KVnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ6_K) {
+    return RunTiles(kQ6_KVnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
   }
   return MatMul(w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
 }

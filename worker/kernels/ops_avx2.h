@@ -9,7 +9,8 @@
 namespace gantry::kernels::internal {
 
 const KernelSet& Avx2KernelSetUnchecked();
-// The AVX2 set with AVX512-VNNI (256-bit, AVX512VL) products for Q8_0 / Q4_0.
+// The AVX2 set with AVX512-VNNI (256-bit, AVX512VL) products for Q8_0 / Q4_0 and the
+// K-quants.
 const KernelSet& Avx512VnniKernelSetUnchecked();
 
 }  // namespace gantry::kernels::internal

@@ -17,6 +17,7 @@ bool Supported(TensorType t) {
   switch (t) {
     case TensorType::kF32: case TensorType::kF16: case TensorType::kBF16:
     case TensorType::kQ8_0: case TensorType::kQ4_0:
+    case TensorType::kQ4_K: case TensorType::kQ5_K: case TensorType::kQ6_K:
       return true;
     default:
       return false;

@@ -98,7 +98,7 @@ void Session::ReserveChunk(int n) {
   rope_cs_.resize(n * static_cast<size_t>(c_.head_dim));
   const int widest = std::max({c_.n_embd, c_.n_ff, static_cast<int>(q_dim)});
   size_t prepared_row = 0;
-  for (gguf::TensorType t : {gguf::TensorType::kF32, gguf::TensorType::kQ8_0}) {
+  for (gguf::TensorType t : {gguf::TensorType::kF32, gguf::TensorType::kQ8_0, gguf::TensorType::kQ4_K}) {
     prepared_row = std::max(prepared_row, kernels::PreparedRowBytes(t, widest));
   }
   prepared_.resize(n * prepared_row);

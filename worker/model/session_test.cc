@@ -1,8 +1,9 @@
 // The fast forward pass (chunked prefill, threads, the CPU's best kernels) against the
 // scalar one-token reference path, on small random-weight models.
 // Stated tolerance: every logit within 2e-3 * max|logit| (F32, F16) or 2e-2 * max|logit|
-// (Q8_0, Q4_0, where a float difference can flip an activation's quantization step);
-// the top token identical.
+// (Q8_0, Q4_0, Q5_K, Q4_K_M, where a float difference can flip an activation's
+// quantization step); the top token identical. K-quant models are 256 wide (their rows
+// are whole super-blocks).
 // Needs a byte-level BPE tokenizer: $GANTRY_REFERENCE_DIR/tokenizers/qwen3 or
 // $GANTRY_LLAMA_PEER_DIR/tokenizers/qwen3 (fails, does not skip, without one).
 #include "worker/model/session.h"
@@ -16,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/gguf/gguf.h"
+#include "worker/gguf/quant.h"
 #include "worker/kernels/thread_pool.h"
 #include "worker/testmodel/test_model.h"
 
@@ -35,20 +37,22 @@ struct Loaded {
   std::unique_ptr<Model> model;
 };
 
-Loaded Make(const std::string& arch, gguf::TensorType type) {
+Loaded Make(const std::string& arch, gguf::TensorType type, bool q4_k_m = false) {
   testmodel::TestModelOptions o;
   o.tokenizer_dir = TokenizerDir();
   o.arch = arch;
   o.n_layer = 2;
-  o.n_embd = 64;
+  const bool wide = q4_k_m || gguf::IsKQuant(type);
+  o.n_embd = wide ? 256 : 64;
   o.n_head = 4;
   o.n_head_kv = 2;
-  o.n_ff = 192;
-  if (arch == "qwen3") o.head_dim = 32;
+  o.n_ff = wide ? 512 : 192;
+  if (arch == "qwen3") o.head_dim = wide ? 128 : 32;
   o.weight_type = o.embedding_type = type;
+  o.q4_k_m = q4_k_m;
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/session_test_" + arch + "_" +
-                           gguf::TensorTypeName(type) + ".gguf";
+                           gguf::TensorTypeName(type) + (q4_k_m ? "_M" : "") + ".gguf";
   Loaded l;
   auto made = testmodel::MakeTestModel(o, path);
   EXPECT_TRUE(made.ok()) << made.status();
@@ -85,11 +89,14 @@ TEST(SessionTest, FastPathMatchesTheReferencePath) {
     const char* arch;
     gguf::TensorType type;
     double rel;
+    bool q4_k_m = false;
   };
   for (const Case& c : {Case{"qwen3", gguf::TensorType::kF32, 2e-3}, Case{"qwen3", gguf::TensorType::kF16, 2e-3},
-                        Case{"llama", gguf::TensorType::kQ8_0, 2e-2}, Case{"qwen3", gguf::TensorType::kQ4_0, 2e-2}}) {
-    SCOPED_TRACE(std::string(c.arch) + " " + gguf::TensorTypeName(c.type));
-    Loaded l = Make(c.arch, c.type);
+                        Case{"llama", gguf::TensorType::kQ8_0, 2e-2}, Case{"qwen3", gguf::TensorType::kQ4_0, 2e-2},
+                        Case{"llama", gguf::TensorType::kQ5_K, 2e-2},
+                        Case{"qwen3", gguf::TensorType::kQ4_K, 2e-2, /*q4_k_m=*/true}}) {
+    SCOPED_TRACE(std::string(c.arch) + " " + gguf::TensorTypeName(c.type) + (c.q4_k_m ? "_M" : ""));
+    Loaded l = Make(c.arch, c.type, c.q4_k_m);
     ASSERT_TRUE(l.model);
     const int capacity = n_prompt + 8;
     Session::Options fast_options, reference_options;

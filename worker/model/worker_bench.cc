@@ -2,11 +2,11 @@
 // (the node-llama-cpp peer) on the same GGUF files and the same thread count, side by
 // side in one run, alternating ours and the peer's runs, best of --repeat each.
 //
-//   bazel run //worker/model:worker_bench -- [--quick] [--types q8_0,f16,q4_0]
+//   bazel run //worker/model:worker_bench -- [--quick] [--types q8_0,f16,q4_k]
 //       [--threads 2] [--repeat 3] [--models DIR] [--tokenizer DIR] [--peer DIR]
 //
 // Models: qwen3, 12 layers, width 768, 12 / 4 heads, ff 2048, untied head, written by
-// the same code as `gantry bundle make-test-model` (into --models, default
+// the same code as `gantry bundle make-test-model` (any type it writes, q4_k_m too) (into --models, default
 // $TMPDIR/gantry-bench, reused when present) with the qwen3 tokenizer from --tokenizer,
 // $GANTRY_REFERENCE_DIR/tokenizers/qwen3 or $GANTRY_LLAMA_PEER_DIR/tokenizers/qwen3.
 // Peer: `node llama_peer.mjs --bench PP,TG` in --peer or $GANTRY_LLAMA_PEER_DIR
@@ -141,7 +141,7 @@ std::string Ratio(double ours, double peer) {
 int Main(int argc, char** argv) {
   bool quick = false;
   int threads = 2, repeat = 3;
-  std::string types = "q8_0,f16,q4_0";
+  std::string types = "q8_0,f16,q4_k";
   std::string models_dir = (Env("TMPDIR").empty() ? "/tmp" : Env("TMPDIR")) + "/gantry-bench";
   std::string tokenizer = Env("GANTRY_REFERENCE_DIR").empty() ? "" : Env("GANTRY_REFERENCE_DIR") + "/tokenizers/qwen3";
   std::string peer = Env("GANTRY_LLAMA_PEER_DIR");
@@ -177,7 +177,7 @@ int Main(int argc, char** argv) {
   const std::vector<int32_t> prompt = PeerBenchIds(pp);
   for (const std::string& type_name : std::vector<std::string>(absl::StrSplit(types, ','))) {
     testmodel::TestModelOptions o;
-    if (!testmodel::ParseWeightType(type_name, &o.weight_type)) {
+    if (!testmodel::ParseWeights(type_name, &o)) {
       std::fprintf(stderr, "worker_bench: unknown type %s\n", type_name.c_str());
       return 2;
     }

@@ -246,23 +246,42 @@ uint32_t FileTypeOf(TensorType t) {
     case TensorType::kQ4_0: return 2;
     case TensorType::kQ8_0: return 7;
     case TensorType::kBF16: return 32;
+    // llama.cpp's file types; a pure Q4_K / Q5_K file is labelled as its _S mix.
+    case TensorType::kQ4_K: return 14;
+    case TensorType::kQ5_K: return 16;
+    case TensorType::kQ6_K: return 18;
     default: return 1;
   }
 }
+
+constexpr uint32_t kFileTypeQ4_K_M = 15;
 
 }  // namespace
 
 bool ParseWeightType(const std::string& name, gguf::TensorType* type) {
   static const std::map<std::string, TensorType> kTypes = {
       {"f32", TensorType::kF32}, {"f16", TensorType::kF16}, {"bf16", TensorType::kBF16},
-      {"q8_0", TensorType::kQ8_0}, {"q4_0", TensorType::kQ4_0}};
+      {"q8_0", TensorType::kQ8_0}, {"q4_0", TensorType::kQ4_0}, {"q4_k", TensorType::kQ4_K},
+      {"q5_k", TensorType::kQ5_K}, {"q6_k", TensorType::kQ6_K}};
   auto it = kTypes.find(name);
   if (it == kTypes.end()) return false;
   *type = it->second;
   return true;
 }
 
-absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& o, const std::string& path) {
+bool ParseWeights(const std::string& name, TestModelOptions* options) {
+  options->q4_k_m = name == "q4_k_m";
+  return options->q4_k_m || ParseWeightType(name, &options->weight_type);
+}
+
+bool UsesMoreBits(uint32_t layer, uint32_t n_layer) {
+  const int i = static_cast<int>(layer), n = static_cast<int>(n_layer);
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& options, const std::string& path) {
+  TestModelOptions o = options;
+  if (o.q4_k_m) o.weight_type = o.embedding_type = TensorType::kQ4_K;
   const bool qwen3 = o.arch == "qwen3";
   if (!qwen3 && o.arch != "llama") return absl::InvalidArgumentError("arch must be llama or qwen3");
   if (o.n_layer == 0 || o.n_embd == 0 || o.n_head == 0 || o.n_head_kv == 0 ||
@@ -275,6 +294,13 @@ absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& o, const 
   }
   if (hd % 2) return absl::InvalidArgumentError("head_dim must be even (rope)");
   const uint32_t ff = o.n_ff ? o.n_ff : 3 * o.n_embd;
+  for (TensorType t : {o.weight_type, o.embedding_type}) {
+    if (gguf::IsKQuant(t) && (o.n_embd % 256 || (o.n_head * hd) % 256 || ff % 256)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          gguf::TensorTypeName(t), " needs n_embd, n_head * head_dim and n_ff to be multiples of 256 (got ",
+          o.n_embd, ", ", o.n_head * hd, ", ", ff, ")"));
+    }
+  }
   GANTRY_ASSIGN_OR_RETURN(Vocab vocab, LoadVocab(o.tokenizer_dir));
   const uint32_t n_vocab = static_cast<uint32_t>(vocab.tokens.size());
   const float rope_base = o.rope_base > 0 ? o.rope_base : (qwen3 ? 1e6f : 5e5f);
@@ -283,7 +309,7 @@ absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& o, const 
   const std::string& a = o.arch;
   w.AddString("general.architecture", a);
   w.AddString("general.name", o.name.empty() ? absl::StrCat("gantry-test-", a) : o.name);
-  w.AddUint32("general.file_type", FileTypeOf(o.weight_type));
+  w.AddUint32("general.file_type", o.q4_k_m ? kFileTypeQ4_K_M : FileTypeOf(o.weight_type));
   w.AddUint32("general.quantization_version", 2);
   w.AddUint32("general.alignment", gguf::kDefaultAlignment);
   w.AddUint32(a + ".context_length", o.context_length);
@@ -326,13 +352,17 @@ absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& o, const 
   };
   const float e = static_cast<float>(o.n_embd);
   const TensorType wt = o.weight_type, f32 = TensorType::kF32;
-  GANTRY_RETURN_IF_ERROR(add("token_embd.weight", n_vocab, o.n_embd, o.embedding_type, 0, 1.0f));
+  // Q4_K_M: Q6_K where llama.cpp's mix keeps more bits.
+  const TensorType head_type = o.q4_k_m ? TensorType::kQ6_K : wt;
+  const TensorType embd_type = o.q4_k_m && o.tied ? head_type : o.embedding_type;
+  GANTRY_RETURN_IF_ERROR(add("token_embd.weight", n_vocab, o.n_embd, embd_type, 0, 1.0f));
   for (uint32_t l = 0; l < o.n_layer; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
+    const TensorType more = o.q4_k_m && UsesMoreBits(l, o.n_layer) ? TensorType::kQ6_K : wt;
     GANTRY_RETURN_IF_ERROR(add(p + "attn_norm.weight", 1, o.n_embd, f32, 1.0f, 0.1f));
     GANTRY_RETURN_IF_ERROR(add(p + "attn_q.weight", o.n_head * hd, o.n_embd, wt, 0, 1 / std::sqrt(e)));
     GANTRY_RETURN_IF_ERROR(add(p + "attn_k.weight", o.n_head_kv * hd, o.n_embd, wt, 0, 1 / std::sqrt(e)));
-    GANTRY_RETURN_IF_ERROR(add(p + "attn_v.weight", o.n_head_kv * hd, o.n_embd, wt, 0, 1 / std::sqrt(e)));
+    GANTRY_RETURN_IF_ERROR(add(p + "attn_v.weight", o.n_head_kv * hd, o.n_embd, more, 0, 1 / std::sqrt(e)));
     GANTRY_RETURN_IF_ERROR(add(p + "attn_output.weight", o.n_embd, o.n_head * hd, wt, 0,
                                1 / std::sqrt(static_cast<float>(o.n_head * hd))));
     if (qwen3) {
@@ -342,13 +372,13 @@ absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& o, const 
     GANTRY_RETURN_IF_ERROR(add(p + "ffn_norm.weight", 1, o.n_embd, f32, 1.0f, 0.1f));
     GANTRY_RETURN_IF_ERROR(add(p + "ffn_gate.weight", ff, o.n_embd, wt, 0, 1 / std::sqrt(e)));
     GANTRY_RETURN_IF_ERROR(add(p + "ffn_up.weight", ff, o.n_embd, wt, 0, 1 / std::sqrt(e)));
-    GANTRY_RETURN_IF_ERROR(add(p + "ffn_down.weight", o.n_embd, ff, wt, 0,
+    GANTRY_RETURN_IF_ERROR(add(p + "ffn_down.weight", o.n_embd, ff, more, 0,
                                1 / std::sqrt(static_cast<float>(ff))));
   }
   GANTRY_RETURN_IF_ERROR(add("output_norm.weight", 1, o.n_embd, f32, 1.0f, 0.1f));
   if (!o.tied) {
     // A wider head gives clear top-1 margins, so greedy runs are robust to rounding.
-    GANTRY_RETURN_IF_ERROR(add("output.weight", n_vocab, o.n_embd, wt, 0, 4 / std::sqrt(e)));
+    GANTRY_RETURN_IF_ERROR(add("output.weight", n_vocab, o.n_embd, head_type, 0, 4 / std::sqrt(e)));
   }
   GANTRY_RETURN_IF_ERROR(w.WriteFile(path));
   std::ifstream written(path, std::ios::binary | std::ios::ate);

@@ -34,6 +34,10 @@ struct TestModelOptions {
   float rope_base = 0;    // 0: 1e6 for qwen3, 5e5 for llama
   gguf::TensorType weight_type = gguf::TensorType::kF16;
   gguf::TensorType embedding_type = gguf::TensorType::kF16;
+  // llama.cpp's Q4_K_M mix (overrides weight_type and embedding_type): Q4_K for every
+  // matrix except Q6_K for the output head (the token embedding when tied) and for
+  // attn_v and ffn_down in the layers llama.cpp gives more bits (UsesMoreBits).
+  bool q4_k_m = false;
   bool tied = false;      // no output.weight: the head reuses token_embd
   uint64_t seed = 1234;
   std::string name;
@@ -51,8 +55,17 @@ struct TestModelSummary {
 absl::StatusOr<TestModelSummary> MakeTestModel(const TestModelOptions& options,
                                                const std::string& path);
 
-// "f32", "f16", "bf16", "q8_0", "q4_0" -> type; false for other names.
+// "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k" -> type; false for other
+// names. K-quant matrices need rows of a multiple of 256 values (n_embd, n_head *
+// head_dim and n_ff).
 bool ParseWeightType(const std::string& name, gguf::TensorType* type);
+
+// As ParseWeightType into options->weight_type, plus "q4_k_m" (options->q4_k_m).
+bool ParseWeights(const std::string& name, TestModelOptions* options);
+
+// llama.cpp's choice of layers that keep more bits in its _M mixes: the first and last
+// eighth of the layers and every third layer between.
+bool UsesMoreBits(uint32_t layer, uint32_t n_layer);
 
 }  // namespace gantry::testmodel
 
