@@ -379,11 +379,15 @@ void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWrite
   std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
   auto principal = Authenticate(*snapshot, request.Header("authorization"));
   if (!principal.ok()) return Fail(writer, principal.status());
-  std::vector<std::string> names;
-  for (const auto& [name, entry] : options_.models) names.push_back(name);
+  std::vector<openai::ModelListing> listings;
+  for (const auto& [name, entry] : options_.models) {
+    auto facts = FactsOf(name);  // a live bundle's READY wins over the catalog
+    listings.push_back({name, facts ? facts->context_length : entry.context_length,
+                        facts ? facts->default_max_tokens : entry.default_max_tokens});
+  }
   ++responses_2xx_;
   writer.Send(JsonResponse(
-      200, openai::ModelListJson(names, options_.clock->UnixMicros() / 1000000)));
+      200, openai::ModelListJson(listings, options_.clock->UnixMicros() / 1000000)));
 }
 
 // ---- an admitted request ------------------------------------------------------------

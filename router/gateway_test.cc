@@ -484,6 +484,11 @@ TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
   ASSERT_TRUE(models.ok());
   EXPECT_EQ(models->status, 200);
   EXPECT_TRUE(absl::StrContains(models->body, R"("id":"test-model")"));
+  // The live worker's READY facts (the test double announces 4096 and 256).
+  EXPECT_TRUE(absl::StrContains(models->body,
+                                R"("id":"test-model","object":"model",)")) << models->body;
+  EXPECT_TRUE(absl::StrContains(models->body, R"("context_length":4096,"max_output_tokens":256)"))
+      << models->body;
   ASSERT_TRUE(client->SendRequest("GET", "/healthz", "").ok());
   EXPECT_EQ(client->ReadResponse()->status, 200);
   ASSERT_TRUE(client->SendRequest("GET", "/readyz", "").ok());

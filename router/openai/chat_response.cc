@@ -207,14 +207,16 @@ Value ChatCompletionAccumulator::ToJson() const {
   return root;
 }
 
-Value ModelListJson(const std::vector<std::string>& models, int64_t created) {
+Value ModelListJson(const std::vector<ModelListing>& models, int64_t created) {
   Value data = Value::EmptyArray();
-  for (const auto& name : models) {
+  for (const auto& listing : models) {
     Value model = Value::EmptyObject();
-    model.Set("id", Value::String(name));
+    model.Set("id", Value::String(listing.id));
     model.Set("object", Value::String("model"));
     model.Set("created", Value::Int(created));
     model.Set("owned_by", Value::String("gantry"));
+    model.Set("context_length", Value::Int(listing.context_length));
+    model.Set("max_output_tokens", Value::Int(listing.default_max_tokens));
     data.Append(std::move(model));
   }
   Value root = Value::EmptyObject();

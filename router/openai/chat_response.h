@@ -87,9 +87,17 @@ class ChatCompletionAccumulator {
   absl::Status error_;
 };
 
+// One served model as /v1/models lists it.
+struct ModelListing {
+  std::string id;
+  uint32_t context_length = 0;      // the bundle's context capacity in tokens
+  uint32_t default_max_tokens = 0;  // the output cap when a request sets none
+};
+
 // GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created",
-// "owned_by": "gantry"}, ...]}.
-json::Value ModelListJson(const std::vector<std::string>& models, int64_t created);
+// "owned_by": "gantry", "context_length", "max_output_tokens"}, ...]}. The last two are
+// Gantry's additions (clients such as OpenCode read a context length to budget turns).
+json::Value ModelListJson(const std::vector<ModelListing>& models, int64_t created);
 
 }  // namespace gantry::openai
 

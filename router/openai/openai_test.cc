@@ -688,10 +688,12 @@ TEST(ResponsesResponse, LengthIsIncompleteAndErrorIsOneFailedEvent) {
 }
 
 TEST(ChatResponse, Models) {
-  Value list = ModelListJson({"a", "b"}, 5);
+  Value list = ModelListJson({{"a", 4096, 256}, {"b", 32768, 1024}}, 5);
   EXPECT_EQ(json::DumpCompact(list),
-            R"({"object":"list","data":[{"id":"a","object":"model","created":5,"owned_by":"gantry"},)"
-            R"({"id":"b","object":"model","created":5,"owned_by":"gantry"}]})");
+            R"({"object":"list","data":[{"id":"a","object":"model","created":5,"owned_by":"gantry",)"
+            R"("context_length":4096,"max_output_tokens":256},)"
+            R"({"id":"b","object":"model","created":5,"owned_by":"gantry",)"
+            R"("context_length":32768,"max_output_tokens":1024}]})");
 }
 
 }  // namespace
