@@ -141,6 +141,7 @@ std::string Ratio(double ours, double peer) {
 int Main(int argc, char** argv) {
   bool quick = false;
   int threads = 2, repeat = 3;
+  bool repeat_set = false;  // --quick runs one round unless --repeat says otherwise
   std::string types = "q8_0,f16,q4_k";
   std::string models_dir = (Env("TMPDIR").empty() ? "/tmp" : Env("TMPDIR")) + "/gantry-bench";
   std::string tokenizer = Env("GANTRY_REFERENCE_DIR").empty() ? "" : Env("GANTRY_REFERENCE_DIR") + "/tokenizers/qwen3";
@@ -153,7 +154,7 @@ int Main(int argc, char** argv) {
     const std::string v = argv[++i];
     bool ok = true;
     if (a == "--threads") ok = absl::SimpleAtoi(v, &threads) && threads >= 1;
-    else if (a == "--repeat") ok = absl::SimpleAtoi(v, &repeat) && repeat >= 1;
+    else if (a == "--repeat") ok = (repeat_set = absl::SimpleAtoi(v, &repeat)) && repeat >= 1;
     else if (a == "--types") types = v;
     else if (a == "--models") models_dir = v;
     else if (a == "--tokenizer") tokenizer = v;
@@ -162,7 +163,7 @@ int Main(int argc, char** argv) {
     if (!ok) { std::fprintf(stderr, "worker_bench: bad option %s %s\n", a.c_str(), v.c_str()); return 2; }
   }
   const int pp = quick ? 128 : 512, tg = quick ? 32 : 128;
-  if (quick && repeat == 3) repeat = 1;
+  if (quick && !repeat_set) repeat = 1;
   if (!Exists(peer + "/llama_peer.mjs")) peer.clear();
   std::system(absl::StrCat("mkdir -p '", models_dir, "'").c_str());
 
