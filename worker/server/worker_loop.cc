@@ -125,6 +125,11 @@ void WorkerLoop::Run() {
   while (!stop_.load()) {
     zmq::socket_t dealer(m.context, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
+    // Events are never dropped at a high-water mark (a dropped PARTIAL or FINAL would
+    // fail the request at the router): the queue is bounded in time instead, because a
+    // router silent for `liveness` heartbeat intervals makes this loop reconnect, which
+    // discards it.
+    dealer.set(zmq::sockopt::sndhwm, 0);
     dealer.set(zmq::sockopt::routing_id, options_.worker_id);
     if (options_.curve) {
       absl::Status curve = ConfigureCurveClient(dealer.handle(), *options_.curve);
