@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <utility>
@@ -58,6 +59,9 @@ grpc::Status Refuse(Gateway* gateway, grpc::ServerContext* ctx, const absl::Stat
                       absl::StrCat(reason, ": ", status.message()));
 }
 
+// The longest wait between two looks at a silent stream's client (see Chat).
+constexpr int kMaxIdlePollMs = 80;
+
 class GatewayService final : public v1::Gateway::Service {
  public:
   GatewayService(Gateway* gateway, int cancel_poll_ms)
@@ -93,10 +97,20 @@ class GatewayService final : public v1::Gateway::Service {
     first.set_seq(seq);
     first.mutable_admitted()->set_priority(call->priority());
     if (!writer->Write(first)) return ClientGone(*call);
+    // The client's cancellation is polled: every poll_ms_ while events flow (so a cancel
+    // reaches the worker within one decode step), backing off to kMaxIdlePollMs while the
+    // request is queued or in prefill, where thousands of waiting streams would
+    // otherwise wake 100 times a second each.
+    int wait_ms = poll_ms_;
     while (true) {
       if (ctx->IsCancelled()) return ClientGone(*call);
-      std::optional<v1::StreamEvent> event = call->Next(poll_ms_);
-      if (!event || event->has_usage()) continue;  // Terminal.usage is authoritative
+      std::optional<v1::StreamEvent> event = call->Next(wait_ms);
+      if (!event) {
+        wait_ms = std::min(wait_ms * 2, std::max(poll_ms_, kMaxIdlePollMs));
+        continue;
+      }
+      wait_ms = poll_ms_;
+      if (event->has_usage()) continue;  // Terminal.usage is authoritative
       const bool last = event->has_terminal();
       if (last && include_usage) {
         v1::StreamEvent usage;

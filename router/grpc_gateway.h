@@ -22,8 +22,9 @@
 //               started it (over gRPC or HTTP); any other id answers cancelled: false.
 //
 // A client that goes away (deadline, cancel, disconnect) cancels the request on its
-// worker: the stream checks ServerContext::IsCancelled() every `cancel_poll_ms` while
-// it waits for events, well inside one decode step.
+// worker: the stream checks ServerContext::IsCancelled() after every event and every
+// `cancel_poll_ms` while events flow, well inside one decode step; a silent stream
+// (queued, in prefill) backs off to one look every 80 ms.
 //
 // gRPC headers stay in grpc_gateway.cc (this header forward-declares; a pimpl), so only
 // that file pays for compiling them.
