@@ -350,14 +350,7 @@ absl::StatusOr<bool> AgentLoop::HandleCall(const ModelToolCall& call, Value* mes
     std::string observation;
     auto stop = Delegate(call, out, &observation);
     if (!stop.ok() || *stop) return stop;
-    messages->Append(ToolMessage(call.id, observation));
-    if (consecutive_denials_ >= budget.max_consecutive_denials) {
-      out->status = "denial_limit";
-      out->reason = absl::StrCat(consecutive_denials_, " consecutive denials (max_consecutive_denials ",
-                                 budget.max_consecutive_denials, ")");
-      return true;
-    }
-    return false;
+    return Observe(call.id, observation, messages, out);
   }
   Authorization auth = AuthorizeToolCall(manifest_, options_.workspace, options_.task_id, call.id,
                                          call.name, call.arguments_json);
@@ -415,7 +408,13 @@ absl::StatusOr<bool> AgentLoop::HandleCall(const ModelToolCall& call, Value* mes
       out->files_read.insert(auth.path);
     }
   }
-  messages->Append(ToolMessage(call.id, observation));
+  return Observe(call.id, observation, messages, out);
+}
+
+bool AgentLoop::Observe(const std::string& call_id, const std::string& observation, Value* messages,
+                        TaskOutcome* out) {
+  const Budget& budget = manifest_.budget;
+  messages->Append(ToolMessage(call_id, observation));
   if (consecutive_denials_ >= budget.max_consecutive_denials) {
     out->status = "denial_limit";
     out->reason = absl::StrCat(consecutive_denials_, " consecutive denials (max_consecutive_denials ",

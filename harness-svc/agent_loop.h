@@ -130,6 +130,10 @@ class AgentLoop {
   absl::Status Warn(const char* budget, int64_t used, int64_t limit, int* warned);
   // Runs a delegate_task call as a child task; fills the observation.
   absl::StatusOr<bool> Delegate(const ModelToolCall& call, TaskOutcome* out, std::string* observation);
+  // Returns `observation` to the model under `call_id`; true (and the outcome set) when
+  // that ends the task on the consecutive-denials limit.
+  bool Observe(const std::string& call_id, const std::string& observation, json::Value* messages,
+               TaskOutcome* out);
   absl::StatusOr<bool> HandleCall(const ModelToolCall& call, json::Value* messages, TaskOutcome* out);
   absl::Status Finish(TaskOutcome* out);
   int64_t WallLeftMs() const;
