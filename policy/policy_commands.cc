@@ -168,11 +168,12 @@ void PrintDecision(const Decision& d) {
   if (!d.principal.empty()) {
     std::printf("principal: %s (priority %s)\n", d.principal.c_str(), PriorityName(d.priority));
     std::printf("budgets: tokens_per_day=%lld tokens_per_month=%lld requests_per_minute=%lld "
-                "concurrent_requests=%lld\n",
+                "concurrent_requests=%lld request_seconds=%lld\n",
                 static_cast<long long>(d.budgets.tokens_per_day),
                 static_cast<long long>(d.budgets.tokens_per_month),
                 static_cast<long long>(d.budgets.requests_per_minute),
-                static_cast<long long>(d.budgets.concurrent_requests));
+                static_cast<long long>(d.budgets.concurrent_requests),
+                static_cast<long long>(d.budgets.request_seconds));
   }
   std::printf("policy_sha256: %s\n", d.policy_sha256.c_str());
 }

@@ -108,6 +108,7 @@ absl::StatusOr<std::shared_ptr<Snapshot>> CompilePolicy(RawPolicy raw, std::stri
       narrow(&p.budgets.tokens_per_month, grant.tokens_per_month);
       narrow(&p.budgets.requests_per_minute, grant.requests_per_minute);
       narrow(&p.budgets.concurrent_requests, grant.concurrent_requests);
+      narrow(&p.budgets.request_seconds, grant.request_seconds);
     }
     for (const auto& [model, access] : p.models) {
       absl::Status s = CheckModel(snap->source, p, model, access);

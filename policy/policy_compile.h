@@ -43,7 +43,7 @@ struct RawGrant {
   std::vector<std::pair<std::string, ToolGrant>> tools;
   std::vector<CommandRule> commands;
   std::optional<int64_t> tokens_per_day, tokens_per_month, requests_per_minute,
-      concurrent_requests;
+      concurrent_requests, request_seconds;
   // (name, rule id) pairs; commands are executable paths.
   std::vector<std::pair<std::string, std::string>> deny_models, deny_tools, deny_commands;
 };

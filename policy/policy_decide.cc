@@ -194,6 +194,16 @@ std::string AdvertisedToolRefusal(const Snapshot& snapshot, const std::string& p
   return it->second.deny_rule;
 }
 
+bool ModelGranted(const Snapshot& snapshot, const std::string& principal,
+                  const std::string& model) {
+  auto by_name = snapshot.by_name.find(principal);
+  if (by_name == snapshot.by_name.end()) return false;
+  const Principal& p = snapshot.principals[by_name->second];
+  auto it = p.models.find(model);
+  return it != p.models.end() && !it->second.grant_rule.empty() &&
+         it->second.deny_rule.empty();
+}
+
 namespace {
 
 bool DecideTool(const Principal& p, const ToolCallRequest& call, Decision& d,

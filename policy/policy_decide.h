@@ -48,6 +48,11 @@ void ToProto(const Decision& decision, v1::PolicyDecision* out);
 std::string AdvertisedToolRefusal(const Snapshot& snapshot, const std::string& principal,
                                   const std::string& tool);
 
+// Whether some grant of `principal` names `model` and no deny does (parameters aside):
+// what model lists show a principal. False for an unknown principal.
+bool ModelGranted(const Snapshot& snapshot, const std::string& principal,
+                  const std::string& model);
+
 }  // namespace gantry::policy
 
 #endif  // GANTRY_POLICY_POLICY_DECIDE_H_

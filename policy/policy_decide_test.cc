@@ -384,7 +384,22 @@ TEST(CombineTest, BudgetsAreTheMinimumAndPriorityIsThePrincipals) {
   EXPECT_EQ(d.budgets.tokens_per_month, 10000);
   EXPECT_EQ(d.budgets.requests_per_minute, 10);  // a grant never raises the default
   EXPECT_EQ(d.budgets.concurrent_requests, 1);
+  EXPECT_EQ(d.budgets.request_seconds, kDefaultRequestSeconds);  // no one set it
   EXPECT_EQ(d.priority, Priority::kBatch);
+}
+
+TEST(CombineTest, RequestSecondsIsNarrowedByGrantsAndNeverZero) {
+  auto snap = MustLoad(
+      "  - {group: devs, budgets: {request_seconds: 300}}\n"
+      "  - {user: bob, models: {m1: {}}, budgets: {request_seconds: 60}}\n");
+  EXPECT_EQ(Decide(*snap, Req("bob")).budgets.request_seconds, 60);
+  snap = MustLoad(
+      "  - {group: devs, budgets: {request_seconds: 300}}\n"
+      "  - {user: bob, models: {m1: {}}, budgets: {request_seconds: 7200}}\n");
+  EXPECT_EQ(Decide(*snap, Req("bob")).budgets.request_seconds, 300);  // never raised
+  EXPECT_FALSE(LoadTestPolicy("  - {user: bob, models: {m1: {}}, budgets: {request_seconds: 0}}\n").ok());
+  EXPECT_FALSE(
+      LoadTestPolicy("  - {user: bob, models: {m1: {}}, budgets: {request_seconds: 99999999999}}\n").ok());
 }
 
 TEST(DecideTest, DecisionOrderModelBeforeToolsBeforeCommands) {

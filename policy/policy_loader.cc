@@ -23,6 +23,8 @@ namespace gantry::policy {
 namespace {
 
 constexpr int64_t kMaxCount = int64_t{1} << 53;  // exact in a double
+// A year: a deadline in Unix milliseconds stays far from overflow.
+constexpr int64_t kMaxRequestSeconds = 366 * 24 * 3600;
 
 bool IsLowerHex64(const std::string& s) {
   if (s.size() != 64) return false;
@@ -79,23 +81,28 @@ class PolicyReader {
         YamlFields f,
         ctx_.Map(at, "a mapping of budgets",
                  {"tokens_per_day", "tokens_per_month", "requests_per_minute",
-                  "concurrent_requests"}));
+                  "concurrent_requests", "request_seconds"}));
     if (all_required) {
       GANTRY_RETURN_IF_ERROR(Require(at, f, {"tokens_per_day", "tokens_per_month",
                                              "requests_per_minute", "concurrent_requests"}));
     }
     for (const auto& [key, value] : f) {
-      GANTRY_ASSIGN_OR_RETURN(int64_t n, ctx_.Int(value, 0, kMaxCount));
+      // A request limit of 0 seconds would refuse everything: at least 1.
+      const bool seconds = key == "request_seconds";
+      GANTRY_ASSIGN_OR_RETURN(int64_t n, ctx_.Int(value, seconds ? 1 : 0,
+                                                  seconds ? kMaxRequestSeconds : kMaxCount));
       if (defaults != nullptr) {
         if (key == "tokens_per_day") defaults->tokens_per_day = n;
         if (key == "tokens_per_month") defaults->tokens_per_month = n;
         if (key == "requests_per_minute") defaults->requests_per_minute = n;
         if (key == "concurrent_requests") defaults->concurrent_requests = n;
+        if (key == "request_seconds") defaults->request_seconds = n;
       } else {
         if (key == "tokens_per_day") grant->tokens_per_day = n;
         if (key == "tokens_per_month") grant->tokens_per_month = n;
         if (key == "requests_per_minute") grant->requests_per_minute = n;
         if (key == "concurrent_requests") grant->concurrent_requests = n;
+        if (key == "request_seconds") grant->request_seconds = n;
       }
     }
     return absl::OkStatus();

@@ -138,11 +138,18 @@ struct CommandAccess {
 
 // Limits enforced by admission (router/), carried in the decision. There is no
 // "unlimited": every principal gets the policy defaults, narrowed by its grants.
+// defaults.budgets.request_seconds when the policy does not set it: 30 minutes, long
+// enough for a full-length answer from a slow CPU model.
+constexpr int64_t kDefaultRequestSeconds = 1800;
+
 struct Budgets {
   int64_t tokens_per_day = 0;
   int64_t tokens_per_month = 0;
   int64_t requests_per_minute = 0;
   int64_t concurrent_requests = 0;
+  // The longest one request may take, from its arrival at the router to its last event
+  // (queued time included); the router turns it into the request's deadline_unix_ms.
+  int64_t request_seconds = kDefaultRequestSeconds;
 };
 
 struct Principal {

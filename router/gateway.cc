@@ -381,6 +381,7 @@ void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWrite
   if (!principal.ok()) return Fail(writer, principal.status());
   std::vector<openai::ModelListing> listings;
   for (const auto& [name, entry] : options_.models) {
+    if (!policy::ModelGranted(*snapshot, (*principal)->name, name)) continue;
     auto facts = FactsOf(name);  // a live bundle's READY wins over the catalog
     listings.push_back({name, facts ? facts->context_length : entry.context_length,
                         facts ? facts->default_max_tokens : entry.default_max_tokens});
@@ -601,6 +602,15 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     admission.Set("clamps", std::move(clamps));
   }
   req.set_priority(ToPriorityClass(decision.priority));
+  // The deadline: the policy's request_seconds from arrival, or the client's own
+  // deadline when that comes first. The broker ends the request there (queued or
+  // running) with deadline_exceeded and cancels it on its worker.
+  uint64_t deadline_ms = static_cast<uint64_t>(input.received_us / 1000) +
+                         static_cast<uint64_t>(decision.budgets.request_seconds) * 1000;
+  if (input.client_deadline_unix_ms != 0) {
+    deadline_ms = std::min(deadline_ms, input.client_deadline_unix_ms);
+  }
+  req.set_deadline_unix_ms(deadline_ms);
   // Never the client's say (a gRPC client sends an InferenceRequest of its own).
   req.set_special_tokens_in_content(decision.special_tokens_in_content);
 

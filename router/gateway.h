@@ -156,6 +156,9 @@ class Gateway {
     v1::InferenceRequest request;
     bool has_max_tokens = false;  // the client set an output cap
     int64_t received_us = 0;      // when the request arrived (clock()->UnixMicros())
+    // The client's own deadline (a gRPC call's), Unix ms; 0: none. The request's
+    // deadline is the earlier of it and the policy's request_seconds after arrival.
+    uint64_t client_deadline_unix_ms = 0;
   };
 
   // A request that passed every check and was handed to the broker. Read its events

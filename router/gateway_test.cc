@@ -9,6 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/json.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
@@ -60,6 +62,7 @@ grants:
     models:
       other-model:
         max_tokens: {max: 10, action: clamp}
+    budgets: {request_seconds: 1}
   - service_account: renderer
     models:
       test-model:
@@ -468,6 +471,31 @@ TEST_F(GatewayTest, ClientDisconnectCancelsOnTheWorker) {
   EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 3000));
 }
 
+TEST_F(GatewayTest, TheRequestDeadlineComesFromThePolicy) {
+  // dev: the default request_seconds (1800) from arrival.
+  const int64_t before_ms = absl::ToUnixMillis(absl::Now());
+  http::TestResponse ok = Post(Chat("test-model", R"(,"max_tokens":5)"));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  std::vector<v1::InferenceRequest> sent = worker_->requests();
+  ASSERT_EQ(sent.size(), 1u);
+  const int64_t deadline = static_cast<int64_t>(sent[0].deadline_unix_ms());
+  EXPECT_GE(deadline, before_ms + 1800 * 1000);
+  EXPECT_LE(deadline, absl::ToUnixMillis(absl::Now()) + 1800 * 1000);
+
+  // outsider: request_seconds 1, on a worker that never finishes: a 504 and a cancel.
+  FakeWorkerOptions o;
+  o.endpoint = broker_->endpoint();
+  o.worker_id = "host/3/other";
+  o.model = "other-model";
+  o.script = {FakeStep::Text("slow"), FakeStep::Hang()};
+  FakeWorkerForTest other(o);
+  ASSERT_TRUE(other.WaitFor([&] { return broker_->stats().live_workers == 3; }, 5000));
+  http::TestResponse late = Post(Chat("other-model", R"(,"max_tokens":5)"), "k-out");
+  EXPECT_EQ(late.status, 504) << late.body;
+  EXPECT_TRUE(absl::StrContains(late.body, R"("code":"deadline_exceeded")")) << late.body;
+  EXPECT_TRUE(other.WaitFor([&] { return other.cancels_received().size() == 1; }, 5000));
+}
+
 TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
   plain_worker_.reset();
   // Expiry takes up to 3 heartbeat intervals; wait for it.
@@ -489,6 +517,8 @@ TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
                                 R"("id":"test-model","object":"model",)")) << models->body;
   EXPECT_TRUE(absl::StrContains(models->body, R"("context_length":4096,"max_output_tokens":256)"))
       << models->body;
+  // Only the models dev's grants name.
+  EXPECT_FALSE(absl::StrContains(models->body, R"("id":"other-model")")) << models->body;
   ASSERT_TRUE(client->SendRequest("GET", "/healthz", "").ok());
   EXPECT_EQ(client->ReadResponse()->status, 200);
   ASSERT_TRUE(client->SendRequest("GET", "/readyz", "").ok());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "gantry/v1/gateway.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "policy/policy_decide.h"
 #include "router/gateway.h"
 #include "router/grpc_chat_request.h"
 #include "router/http/error_response.h"
@@ -82,6 +85,13 @@ class GatewayService final : public v1::Gateway::Service {
     input.request = std::move(checked->request);
     input.has_max_tokens = checked->has_max_tokens;
     input.received_us = received_us;
+    // gRPC's "no deadline" is a time point far in the future: only a real one counts.
+    const auto deadline = ctx->deadline();
+    if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 366)) {
+      input.client_deadline_unix_ms = static_cast<uint64_t>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch())
+                 .count()));
+    }
     http::HeaderList headers;
     auto admitted = gateway_->Admit(snapshot, *principal, std::move(input), &headers);
     if (!admitted.ok()) return Refuse(gateway_, ctx, admitted.status(), headers);
@@ -131,10 +141,11 @@ class GatewayService final : public v1::Gateway::Service {
 
   grpc::Status ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest*,
                           v1::ListModelsResponse* response) override {
-    auto principal =
-        gateway_->AuthenticateKey(*gateway_->policy(), MetadataValue(*ctx, "authorization"));
+    std::shared_ptr<const policy::Snapshot> snapshot = gateway_->policy();
+    auto principal = gateway_->AuthenticateKey(*snapshot, MetadataValue(*ctx, "authorization"));
     if (!principal.ok()) return Refuse(gateway_, ctx, principal.status());
     for (const auto& [name, entry] : gateway_->models()) {
+      if (!policy::ModelGranted(*snapshot, *principal, name)) continue;
       std::optional<Gateway::ModelFacts> facts = gateway_->FactsOf(name);
       if (!facts) continue;
       v1::ModelInfo* info = response->add_models();
@@ -168,10 +179,60 @@ class GatewayService final : public v1::Gateway::Service {
   const int poll_ms_;
 };
 
+// grpc.health.v1.Health, unauthenticated like /readyz: the server as a whole ("") and
+// gantry.v1.Gateway are SERVING while some worker is live, else NOT_SERVING; any other
+// service is unknown (Check: NOT_FOUND, Watch: SERVICE_UNKNOWN).
+class HealthService final : public grpc::health::v1::Health::Service {
+ public:
+  using Status = grpc::health::v1::HealthCheckResponse;
+
+  explicit HealthService(Gateway* gateway) : gateway_(gateway) {}
+
+  grpc::Status Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* request,
+                     Status* response) override {
+    if (!Known(request->service())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+    }
+    response->set_status(Current());
+    return grpc::Status::OK;
+  }
+
+  // Sends the status at once and again whenever it changes (looked at every 200 ms)
+  // until the client goes away or the server stops.
+  grpc::Status Watch(grpc::ServerContext* ctx,
+                     const grpc::health::v1::HealthCheckRequest* request,
+                     grpc::ServerWriter<Status>* writer) override {
+    const bool known = Known(request->service());
+    Status::ServingStatus sent = Status::UNKNOWN;
+    while (!ctx->IsCancelled()) {
+      Status::ServingStatus now = known ? Current() : Status::SERVICE_UNKNOWN;
+      if (now != sent) {
+        Status response;
+        response.set_status(now);
+        if (!writer->Write(response)) break;
+        sent = now;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
+  }
+
+ private:
+  static bool Known(const std::string& service) {
+    return service.empty() || service == v1::Gateway::service_full_name();
+  }
+  Status::ServingStatus Current() const {
+    return gateway_->broker()->stats().live_workers > 0 ? Status::SERVING : Status::NOT_SERVING;
+  }
+
+  Gateway* gateway_;
+};
+
 }  // namespace
 
 struct GrpcGateway::Impl {
   std::unique_ptr<GatewayService> service;
+  std::unique_ptr<HealthService> health;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 };
@@ -197,6 +258,8 @@ absl::StatusOr<std::unique_ptr<GrpcGateway>> GrpcGateway::Start(Gateway* gateway
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
+  impl->health = std::make_unique<HealthService>(gateway);
+  builder.RegisterService(impl->health.get());
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   grpc::ResourceQuota quota("gantry-grpc-gateway");
   quota.SetMaxThreads(kMaxThreads);

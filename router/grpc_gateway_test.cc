@@ -17,6 +17,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "gantry/v1/gateway.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "router/fake_worker_for_test.h"
 #include "router/http/test_http_client.h"
@@ -270,6 +271,57 @@ TEST_F(GrpcGatewayTest, ListModelsGivesTheLiveFacts) {
   grpc::ClientContext anonymous;
   EXPECT_EQ(stub_->ListModels(&anonymous, {}, &response).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+
+  // Only the models the principal's grants name: the outsider has none.
+  grpc::ClientContext outsider;
+  Authorize(&outsider, "k-out");
+  v1::ListModelsResponse none;
+  ASSERT_TRUE(stub_->ListModels(&outsider, {}, &none).ok());
+  EXPECT_EQ(none.models_size(), 0);
+}
+
+TEST_F(GrpcGatewayTest, HealthFollowsTheLiveWorkers) {
+  namespace health = grpc::health::v1;
+  auto stub = health::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", grpc_->port()), grpc::InsecureChannelCredentials()));
+  auto check = [&](const std::string& service, health::HealthCheckResponse* out) {
+    grpc::ClientContext ctx;  // no key: health is open, like /readyz
+    health::HealthCheckRequest request;
+    request.set_service(service);
+    return stub->Check(&ctx, request, out);
+  };
+  health::HealthCheckResponse response;
+  ASSERT_TRUE(check("", &response).ok());
+  EXPECT_EQ(response.status(), health::HealthCheckResponse::SERVING);
+  ASSERT_TRUE(check("gantry.v1.Gateway", &response).ok());
+  EXPECT_EQ(response.status(), health::HealthCheckResponse::SERVING);
+  EXPECT_EQ(check("no.such.Service", &response).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // Watch sees SERVING, then NOT_SERVING once the only worker is gone.
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto watch = stub->Watch(&watch_ctx, health::HealthCheckRequest());
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), health::HealthCheckResponse::SERVING);
+  worker_->Kill();
+  ASSERT_TRUE(watch->Read(&response));  // the broker notices within 3 s
+  EXPECT_EQ(response.status(), health::HealthCheckResponse::NOT_SERVING);
+  watch_ctx.TryCancel();
+  ASSERT_TRUE(check("", &response).ok());
+  EXPECT_EQ(response.status(), health::HealthCheckResponse::NOT_SERVING);
+}
+
+TEST_F(GrpcGatewayTest, TheClientsDeadlineBecomesTheRequestsDeadline) {
+  const int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch()).count();
+  ChatResult r = Chat(Request());  // its deadline: now + 20 s
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  std::vector<v1::InferenceRequest> sent = worker_->requests();
+  ASSERT_EQ(sent.size(), 1u);
+  const int64_t deadline = static_cast<int64_t>(sent[0].deadline_unix_ms());
+  // Within the client's 20 s, not the policy's default 1800 s (gRPC may shave a little).
+  EXPECT_GT(deadline, before_ms + 15000);
+  EXPECT_LE(deadline, before_ms + 21000);
 }
 
 TEST_F(GrpcGatewayTest, OnlyTheOwnerCancels) {

@@ -4,8 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
-#include "absl/strings/str_cat.h"
-#include "common/sha256.h"
 #include "policy/policy_loader.h"
 #include "tokenizer-svc/tokenizer/tiny_tokenizers.h"
 
