@@ -26,7 +26,8 @@ const char* RouterUsage() {
   return "usage: gantry-router --policy FILE --models FILE [--listen 127.0.0.1:8080]\n"
          "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n"
          "       [--curve-key ROUTER.key --worker-keys ALLOWLIST] [--insecure-workers]\n"
-         "       [--tls-cert CERT.pem --tls-key KEY.pem] [--grpc-listen HOST:PORT]\n";
+         "       [--tls-cert CERT.pem --tls-key KEY.pem] [--grpc-listen HOST:PORT]\n"
+         "       [--budget-sync-ms 500]\n";
 }
 
 absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args) {
@@ -37,7 +38,7 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
       {"--ledger", &flags.ledger_url},     {"--ledger-spool", &flags.spool_dir},
       {"--curve-key", &flags.curve_key},   {"--worker-keys", &flags.worker_keys},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
-      {"--grpc-listen", &flags.grpc_listen},
+      {"--grpc-listen", &flags.grpc_listen}, {"--budget-sync-ms", &flags.budget_sync_ms_text},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -63,6 +64,11 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!absl::SimpleAtoi(flags.budget_sync_ms_text, &flags.budget_sync_ms) ||
+      flags.budget_sync_ms < 0 || flags.budget_sync_ms > 60000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--budget-sync-ms ", flags.budget_sync_ms_text, ": expected 0 to 60000"));
   }
   auto listen = ParseHostPort("--listen", flags.listen, &flags.http_host, &flags.http_port);
   if (!listen.ok()) return listen;

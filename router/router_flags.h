@@ -29,6 +29,10 @@ struct RouterFlags {
   // The gRPC Gateway listener (router/grpc_gateway.h), HOST:PORT; "" (default): off.
   // TLS with the same --tls-cert / --tls-key when given.
   std::string grpc_listen;
+  // With --ledger: budgets and rates shared with the other routers of that database
+  // every this many ms (router/budget/budget_sync.h); 0: this router's counts only.
+  std::string budget_sync_ms_text = "500";
+  int budget_sync_ms = 500;
   // Parsed from `listen`.
   std::string http_host;
   int http_port = 0;
@@ -40,7 +44,8 @@ const char* RouterUsage();
 // `args` without the program name.
 // Errors: INVALID_ARGUMENT naming the flag: unknown flag, missing value, --policy or
 // --models missing, --curve-key without --worker-keys (or the reverse), --tls-cert
-// without --tls-key (or the reverse), --listen or --grpc-listen not HOST:PORT.
+// without --tls-key (or the reverse), --listen or --grpc-listen not HOST:PORT,
+// --budget-sync-ms not an integer from 0 to 60000.
 absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args);
 
 // The broker's options: endpoint, CURVE keys read from the files (ReadCurveSecretKeyFile,

@@ -50,6 +50,14 @@ TEST(RouterFlags, Refusals) {
   EXPECT_NE(Error(Base({"--listen", "h:99999"})).find("HOST:PORT"), std::string::npos);
   EXPECT_NE(Error(Base({"--grpc-listen", "50051"})).find("--grpc-listen 50051: expected"),
             std::string::npos);
+  EXPECT_NE(Error(Base({"--budget-sync-ms", "-1"})).find("expected 0 to 60000"),
+            std::string::npos);
+  EXPECT_NE(Error(Base({"--budget-sync-ms", "fast"})).find("expected 0 to 60000"),
+            std::string::npos);
+  auto flags = ParseRouterFlags(Base({"--budget-sync-ms", "0"}));
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(flags->budget_sync_ms, 0);
+  EXPECT_EQ(ParseRouterFlags(Base())->budget_sync_ms, 500);
 }
 
 TEST(RouterFlags, KeyFilesBecomeBrokerOptions) {

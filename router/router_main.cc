@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "ledger/writer.h"
 #include "policy/policy_reloader.h"
+#include "router/budget/budget_sync.h"
 #include "router/budget/budget_tracker.h"
 #include "router/broker/broker.h"
 #include "router/gateway.h"
@@ -76,6 +77,15 @@ int main(int argc, char** argv) {
   options.policy_reload_errors = [reloader] { return reloader->reload_errors(); };
   router::BudgetTracker budgets;
   options.budgets = &budgets;
+  std::unique_ptr<router::BudgetSync> budget_sync;  // shared with the ledger's other routers
+  if (!flags.ledger_url.empty() && flags.budget_sync_ms > 0) {
+    router::BudgetSyncOptions sync_options;
+    sync_options.database_url = flags.ledger_url;
+    sync_options.interval_ms = flags.budget_sync_ms;
+    auto sync = router::BudgetSync::Start(&budgets, sync_options);
+    if (!sync.ok()) return Die("budget sync", sync.status().ToString());
+    budget_sync = std::move(*sync);
+  }
   options.models = std::move(*models);
   options.broker = broker->get();
   options.recorder = recorder.get();
@@ -107,7 +117,8 @@ int main(int argc, char** argv) {
       {{"listen", flags.listen}, {"tls", flags.tls_cert.empty() ? "off" : "on"},
        {"grpc_listen", grpc ? flags.grpc_listen : "off"},
        {"workers", (*broker)->endpoint()},
-       {"curve", broker_options->curve ? "on" : "off"}, {"policy", flags.policy_path}});
+       {"curve", broker_options->curve ? "on" : "off"}, {"policy", flags.policy_path},
+       {"budget_sync", budget_sync ? budget_sync->router_id() : "off"}});
   while (!g_stop) pause();
   Log(LogLevel::kInfo, "router.stopping");
   grpc.reset();       // cancels its streams in flight

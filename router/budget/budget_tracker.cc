@@ -12,15 +12,6 @@ namespace {
 constexpr int64_t kMinuteUs = 60'000'000;
 constexpr int64_t kDayUs = 86'400'000'000;
 
-// UTC day number and month number (year * 12 + month) of a Unix time.
-void Calendar(int64_t unix_us, int64_t* day, int64_t* month) {
-  *day = unix_us / kDayUs;
-  time_t secs = static_cast<time_t>(unix_us / 1'000'000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  *month = static_cast<int64_t>(tm.tm_year) * 12 + tm.tm_mon;
-}
-
 // Microseconds from `unix_us` to the start of the next UTC month.
 int64_t UntilNextMonth(int64_t unix_us) {
   time_t secs = static_cast<time_t>(unix_us / 1'000'000);
@@ -40,6 +31,14 @@ uint32_t ToRetryMs(int64_t us) {
 
 }  // namespace
 
+void BudgetTracker::CalendarOf(int64_t unix_us, int64_t* day, int64_t* month) {
+  *day = unix_us / kDayUs;
+  time_t secs = static_cast<time_t>(unix_us / 1'000'000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  *month = static_cast<int64_t>(tm.tm_year) * 12 + tm.tm_mon;
+}
+
 void BudgetTracker::Roll(State* s, int64_t day, int64_t month) const {
   if (s->day != day) {
     s->day = day;
@@ -57,13 +56,19 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
   const int64_t now_us = clock_.UnixMicros();
   const int64_t mono_us = clock_.MonotonicMicros();
   int64_t day, month;
-  Calendar(now_us, &day, &month);
+  CalendarOf(now_us, &day, &month);
   std::lock_guard<std::mutex> lock(mu_);
   State& s = states_[principal];
   Roll(&s, day, month);
-  if (b.concurrent_requests > 0 && s.in_flight >= b.concurrent_requests) {
+  // The other routers' counts (all zero with one router).
+  Shared peer;
+  if (auto it = peers_.find(principal); it != peers_.end()) peer = it->second;
+  const int64_t in_flight = s.in_flight + peer.in_flight;
+  const int64_t day_tokens = s.day_tokens + (peer.day == day ? peer.day_tokens : 0);
+  const int64_t month_tokens = s.month_tokens + (peer.month == month ? peer.month_tokens : 0);
+  if (b.concurrent_requests > 0 && in_flight >= b.concurrent_requests) {
     return WithRetryAfter(ReasonError("rate_limited",
-                                      absl::StrCat(principal, " has ", s.in_flight,
+                                      absl::StrCat(principal, " has ", in_flight,
                                                    " requests in flight; the limit is ",
                                                    b.concurrent_requests)),
                           1000);
@@ -71,23 +76,28 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
   while (!s.admitted_us.empty() && mono_us - s.admitted_us.front() >= kMinuteUs) {
     s.admitted_us.pop_front();
   }
-  if (b.requests_per_minute > 0 && static_cast<int64_t>(s.admitted_us.size()) >= b.requests_per_minute) {
+  if (b.requests_per_minute > 0 &&
+      static_cast<int64_t>(s.admitted_us.size()) + peer.minute_admissions >=
+          b.requests_per_minute) {
+    // The oldest local admission says when a slot frees; the other routers' times are
+    // not known here: a second.
     return WithRetryAfter(
         ReasonError("rate_limited", absl::StrCat(principal, " reached ", b.requests_per_minute,
                                                  " requests per minute")),
-        ToRetryMs(kMinuteUs - (mono_us - s.admitted_us.front())));
+        s.admitted_us.empty() ? 1000
+                              : ToRetryMs(kMinuteUs - (mono_us - s.admitted_us.front())));
   }
-  if (b.tokens_per_day > 0 && s.day_tokens + reserve_tokens > b.tokens_per_day) {
+  if (b.tokens_per_day > 0 && day_tokens + reserve_tokens > b.tokens_per_day) {
     return WithRetryAfter(
         ReasonError("budget_exhausted",
-                    absl::StrCat(principal, " has used ", s.day_tokens, " of ", b.tokens_per_day,
+                    absl::StrCat(principal, " has used ", day_tokens, " of ", b.tokens_per_day,
                                  " tokens today; this request reserves ", reserve_tokens)),
         ToRetryMs(kDayUs - now_us % kDayUs));
   }
-  if (b.tokens_per_month > 0 && s.month_tokens + reserve_tokens > b.tokens_per_month) {
+  if (b.tokens_per_month > 0 && month_tokens + reserve_tokens > b.tokens_per_month) {
     return WithRetryAfter(
         ReasonError("budget_exhausted",
-                    absl::StrCat(principal, " has used ", s.month_tokens, " of ",
+                    absl::StrCat(principal, " has used ", month_tokens, " of ",
                                  b.tokens_per_month, " tokens this month; this request reserves ",
                                  reserve_tokens)),
         ToRetryMs(UntilNextMonth(now_us)));
@@ -100,7 +110,7 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
   if (b.tokens_per_day > 0) {
     for (int percent : {80, 50}) {
       const int64_t threshold = b.tokens_per_day * percent / 100;
-      if (s.day_tokens < threshold && s.day_tokens + reserve_tokens >= threshold) {
+      if (day_tokens < threshold && day_tokens + reserve_tokens >= threshold) {
         r.warning_percent = percent;
         break;
       }
@@ -121,6 +131,30 @@ void BudgetTracker::Settle(const BudgetReservation& r, int64_t used_tokens) {
   // A reservation made on an earlier day or month no longer counts against the new one.
   if (s.day == r.day) s.day_tokens = std::max<int64_t>(0, s.day_tokens + delta);
   if (s.month == r.month) s.month_tokens = std::max<int64_t>(0, s.month_tokens + delta);
+}
+
+std::map<std::string, BudgetTracker::Shared> BudgetTracker::LocalCounts() const {
+  const int64_t mono_us = clock_.MonotonicMicros();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, Shared> out;
+  for (const auto& [principal, s] : states_) {
+    Shared& c = out[principal];
+    c.day = s.day;
+    c.month = s.month;
+    c.day_tokens = s.day_tokens;
+    c.month_tokens = s.month_tokens;
+    c.in_flight = s.in_flight;
+    for (auto t = s.admitted_us.rbegin(); t != s.admitted_us.rend(); ++t) {
+      if (mono_us - *t >= kMinuteUs) break;
+      ++c.minute_admissions;
+    }
+  }
+  return out;
+}
+
+void BudgetTracker::SetPeerCounts(std::map<std::string, Shared> peers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  peers_ = std::move(peers);
 }
 
 BudgetTracker::Usage BudgetTracker::UsageOf(const std::string& principal) const {

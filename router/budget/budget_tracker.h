@@ -9,9 +9,10 @@
 // budget_exhausted (tokens), each with a Retry-After: until a window slot frees, or until
 // the next UTC day / month.
 //
-// Scope: one router process (state in memory). Several routers behind a load balancer
-// each enforce the full budget; sharing through Postgres is the next step
-// (docs/router.md, "Known weaknesses").
+// Several routers: each keeps its own counts here and adds the other routers' counts,
+// which router/budget/budget_sync.h exchanges through Postgres every half second
+// (SetPeerCounts), to its own in every check. Between two exchanges the routers
+// together may overshoot a limit by what the others admitted in that interval.
 //
 // Thread-safety: thread-safe.
 #ifndef GANTRY_ROUTER_BUDGET_BUDGET_TRACKER_H_
@@ -55,6 +56,25 @@ class BudgetTracker {
   };
   Usage UsageOf(const std::string& principal) const;
 
+  // One principal's counts as routers share them (router/budget/budget_sync.h).
+  struct Shared {
+    int64_t day = 0, month = 0;  // the UTC day / month the token counts belong to
+    int64_t day_tokens = 0, month_tokens = 0;  // settled + reserved
+    int64_t in_flight = 0;
+    int64_t minute_admissions = 0;  // admissions in the last 60 seconds
+  };
+  // This router's own counts, for every principal it has admitted.
+  std::map<std::string, Shared> LocalCounts() const;
+  // The other routers' counts, summed per principal; replaces the previous set. Admit()
+  // adds them to this router's own (token counts only when their day / month is the
+  // current one).
+  void SetPeerCounts(std::map<std::string, Shared> peers);
+
+  // The UTC day number and month number (year * 12 + month) of a Unix time, and of now
+  // by this tracker's clock.
+  static void CalendarOf(int64_t unix_us, int64_t* day, int64_t* month);
+  void Today(int64_t* day, int64_t* month) const { CalendarOf(clock_.UnixMicros(), day, month); }
+
  private:
   struct State {
     int64_t day = -1, month = -1;
@@ -67,6 +87,7 @@ class BudgetTracker {
   const Clock& clock_;
   mutable std::mutex mu_;
   std::map<std::string, State> states_;
+  std::map<std::string, Shared> peers_;
 };
 
 }  // namespace gantry::router
