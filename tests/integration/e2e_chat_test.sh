@@ -34,14 +34,17 @@ http=$(free_port); zport=$(free_port); grpc=$(free_port)
 router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
   --grpc-listen "127.0.0.1:$grpc" --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" >"$tmp/router.log" 2>&1 &
 pids+=($!)
-start_worker() {
-  worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
+start_worker() {  # [ZMQ_PORT]: the router's worker port (default: the first router's)
+  worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:${1:-$zport}" \
     --script "$tmp/script.yaml" >>"$tmp/worker.log" 2>&1 &
   worker=$!
   pids+=($worker)
 }
 start_worker
-ready() { for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && return 0; sleep 0.1; done; return 1; }
+ready() {  # [HTTP_PORT]
+  for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:${1:-$http}/readyz" >/dev/null && return 0; sleep 0.1; done
+  return 1
+}
 ready && ok ready || { bad ready "$(tail -5 "$tmp/router.log" "$tmp/worker.log")"; finish; }
 
 chat() {  # chat KEY BODY -> prints "STATUS\nBODY"
@@ -167,6 +170,29 @@ done
 [ "$codes" = "$(printf ' 200%.0s' $(seq 1 10)) 429" ] && grep -q rate_limited "$tmp/body" &&
   grep -qi '^retry-after: [1-9]' "$tmp/headers" && ok rate-limit-429-retry-after ||
   bad rate-limit-429-retry-after "codes:$codes $(cat "$tmp/body")"
+
+# A second router on the same database shares the budgets and rates
+# (router/budget/budget_sync.h): the batch account's 10 requests of this minute were
+# admitted by the first router, so the second refuses the 11th; others are served.
+if [ ${#ledger_args[@]} -gt 0 ]; then
+  http2=$(free_port); zport2=$(free_port)
+  router/gantry-router --listen "127.0.0.1:$http2" --workers "tcp://127.0.0.1:$zport2" \
+    --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" \
+    --budget-sync-ms 100 >"$tmp/router2.log" 2>&1 &
+  pids+=($!)
+  first_worker=$worker; start_worker "$zport2"; worker=$first_worker  # kill -9 below: the first
+  ready "$http2" && sleep 1  # a few exchanges with the first router
+  second() {  # second KEY -> status
+    curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$http2/v1/chat/completions" \
+      -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
+      -d '{"model": "gantry-demo", "max_tokens": 4, "messages": [{"role": "user", "content": "Say hello"}]}'
+  }
+  s_batch=$(second gantry-demo-batch); batch_body=$(cat "$tmp/body")
+  s_dev=$(second gantry-demo-dev)
+  [ "$s_batch" = 429 ] && grep -q rate_limited <<<"$batch_body" && [ "$s_dev" = 200 ] &&
+    ok rate-limit-shared-between-routers ||
+    bad rate-limit-shared-between-routers "batch $s_batch $batch_body; dev $s_dev $(tail -3 "$tmp/router2.log")"
+fi
 
 # The worker dies mid-stream: exactly one error event, no [DONE], never a silent 200.
 long='{"model": "gantry-demo", "stream": true, "max_tokens": 1600, "messages": [{"role": "user", "content": "a long one"}]}'
