@@ -142,6 +142,23 @@ TEST_F(AccessibilityTest, ReasoningAndToolCallsAreNotRegrouped) {
   EXPECT_TRUE(absl::StrContains(body, R"("finish_reason":"tool_calls")"));
 }
 
+TEST_F(AccessibilityTest, AnOpenSentenceIsReleasedWhenTheModelPauses) {
+  worker_->OpenGate();
+  // 3 s of silence mid-sentence, three times the hold: the words so far are spoken, the
+  // word that may still grow ("is") waits for the rest.
+  worker_->SetScript({FakeStep::Text("Hello there, this"), FakeStep::Text(" is"),
+                      FakeStep::Sleep(3000), FakeStep::Text(" the end."),
+                      FakeStep::Finish(v1::FINISH_STOP)});
+  std::string body = Stream("k-ada", "/v1/chat/completions");
+  EXPECT_EQ(Deltas(body, "content"),
+            (std::vector<std::string>{"Hello there, this ", "is the end."}));
+  // Without a pause it stays one sentence.
+  worker_->SetScript({FakeStep::Text("Hello there, this"), FakeStep::Text(" is"),
+                      FakeStep::Text(" the end."), FakeStep::Finish(v1::FINISH_STOP)});
+  body = Stream("k-ada", "/v1/chat/completions");
+  EXPECT_EQ(Deltas(body, "content"), (std::vector<std::string>{"Hello there, this is the end."}));
+}
+
 TEST_F(AccessibilityTest, QueuedAccessibilityWorkGoesAheadOfBatch) {
   Start(/*slots=*/1);
   broker::Broker* broker = router_->broker();

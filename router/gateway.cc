@@ -413,6 +413,9 @@ struct Gateway::Call::State {
   // Next() has not handed out yet.
   std::unique_ptr<SentenceChunkedStream> sentences;
   std::deque<v1::StreamEvent> released;
+  // Monotonic; when the held text began waiting; 0: no timer (nothing held, or only the
+  // word a release left, which waits for more text).
+  int64_t held_since_us = 0;
 };
 
 Gateway::Call::Call() : s_(std::make_unique<State>()) {}
@@ -441,20 +444,46 @@ void Gateway::Call::Cancel(const std::string& reason) {
 
 std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
   State& st = *s_;
-  while (st.sentences != nullptr) {
-    // Hand out what the chunker released; while it holds an open sentence, wait on.
+  if (st.sentences == nullptr) return NextFromWorker(timeout_ms);
+  const Clock& clock = *st.gateway->options_.clock;
+  const int64_t deadline_us = clock.MonotonicMicros() + int64_t{timeout_ms} * 1000;
+  while (true) {
+    // Hand out what the chunker released; while it holds an open sentence, wait on,
+    // but not past kSentenceHoldMaxMs of silence.
     if (!st.released.empty()) {
       v1::StreamEvent event = std::move(st.released.front());
       st.released.pop_front();
       return event;
     }
-    std::optional<v1::StreamEvent> event = NextFromWorker(timeout_ms);
-    if (!event) return event;
+    const int64_t now_us = clock.MonotonicMicros();
     std::vector<v1::StreamEvent> out;
+    int64_t wait_us = deadline_us - now_us;
+    if (st.sentences->holding() && st.held_since_us != 0) {
+      const int64_t hold_left_us = st.held_since_us + kSentenceHoldMaxMs * 1000 - now_us;
+      if (hold_left_us <= 0) {
+        st.sentences->ReleaseHeld(st.request_id, &out);
+        st.held_since_us = 0;
+        for (auto& e : out) st.released.push_back(std::move(e));
+        continue;
+      }
+      wait_us = std::min(wait_us, hold_left_us);
+    }
+    // wait_us <= 0: the caller's time is up; one look without waiting still.
+    std::optional<v1::StreamEvent> event =
+        NextFromWorker(static_cast<int>(std::max<int64_t>(0, (wait_us + 999) / 1000)));
+    if (!event) {
+      if (st.done || clock.MonotonicMicros() >= deadline_us) return std::nullopt;
+      continue;  // the hold ran out first: release above
+    }
     st.sentences->Push(*event, &out);
+    // A new wait starts with the first held text, and again after each release.
+    if (!st.sentences->holding()) {
+      st.held_since_us = 0;
+    } else if (st.held_since_us == 0 || !out.empty()) {
+      st.held_since_us = clock.MonotonicMicros();
+    }
     for (auto& e : out) st.released.push_back(std::move(e));
   }
-  return NextFromWorker(timeout_ms);
 }
 
 std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {

@@ -102,6 +102,14 @@ std::string SentenceChunker::Flush() {
   return out;
 }
 
+std::string SentenceChunker::TakeWords() {
+  size_t cut = held_.find_last_of(" \t\n\r");
+  cut = cut == std::string::npos ? held_.size() : cut + 1;
+  std::string out = held_.substr(0, cut);
+  held_.erase(0, cut);
+  return out;
+}
+
 SentenceChunkedStream::SentenceChunkedStream(size_t max_chunk_bytes)
     : chunker_(max_chunk_bytes) {}
 
@@ -116,6 +124,12 @@ void SentenceChunkedStream::EmitText(const std::string& request_id, std::string 
   event.set_request_id(request_id);
   event.mutable_text()->set_text(std::move(text));
   Emit(std::move(event), out);
+}
+
+void SentenceChunkedStream::ReleaseHeld(const std::string& request_id,
+                                        std::vector<v1::StreamEvent>* out) {
+  std::string words = chunker_.TakeWords();
+  if (!words.empty()) EmitText(request_id, std::move(words), out);
 }
 
 void SentenceChunkedStream::Push(const v1::StreamEvent& event,

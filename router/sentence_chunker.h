@@ -13,7 +13,10 @@
 //     within the limit, else at the last UTF-8 character boundary within it. A
 //     character is never split.
 // Whatever is held when the stream moves on (a reasoning delta, a tool call, the
-// Terminal) or ends is released first, so order is kept and nothing is lost.
+// Terminal) or ends is released first, so order is kept and nothing is lost. Text held
+// for kSentenceHoldMaxMs while the model pauses (a slow CPU worker, a long think before
+// the next word) is released up to its last whitespace, so a listener is never left
+// waiting on half a sentence (the gateway keeps the time: Gateway::Call::Next).
 //
 // SentenceChunker works on text; SentenceChunkedStream applies it to a request's
 // StreamEvents: text deltas are regrouped, every other event passes unchanged (after the
@@ -35,6 +38,8 @@ namespace gantry::router {
 
 // The default cap on a chunk without a sentence end, in bytes.
 inline constexpr size_t kSentenceChunkMaxBytes = 200;
+// The longest an open sentence is held while no more text comes, in milliseconds.
+inline constexpr int kSentenceHoldMaxMs = 1000;
 
 class SentenceChunker {
  public:
@@ -45,6 +50,10 @@ class SentenceChunker {
   void Add(absl::string_view delta, std::vector<std::string>* out);
   // Everything held ("" when nothing); the chunker is then empty.
   std::string Flush();
+  // The held text up to and including its last whitespace (all of it when it has none,
+  // "" when nothing is held); the rest stays held. A word is not cut while it may still
+  // be growing.
+  std::string TakeWords();
   bool empty() const { return held_.empty(); }
 
  private:
@@ -63,6 +72,11 @@ class SentenceChunkedStream {
   // text event per complete chunk, or the held text and then `event` itself for any
   // other kind of event. Each keeps `event`'s request_id and gets the next seq.
   void Push(const v1::StreamEvent& event, std::vector<v1::StreamEvent>* out);
+  // Releases held text as one text event (SentenceChunker::TakeWords) because it was
+  // held too long; nothing when nothing is held.
+  void ReleaseHeld(const std::string& request_id, std::vector<v1::StreamEvent>* out);
+  // Whether text is held (an open sentence).
+  bool holding() const { return !chunker_.empty(); }
 
  private:
   void Emit(v1::StreamEvent event, std::vector<v1::StreamEvent>* out);

@@ -40,6 +40,18 @@ TEST(SentenceChunkerTest, HeldUntilTheNextByteDecides) {
   EXPECT_TRUE(chunker.empty());
 }
 
+TEST(SentenceChunkerTest, TakeWordsKeepsTheWordThatMayStillGrow) {
+  SentenceChunker chunker;
+  Chunks out;
+  EXPECT_EQ(chunker.TakeWords(), "");
+  chunker.Add("Hello there, thi", &out);
+  EXPECT_EQ(chunker.TakeWords(), "Hello there, ");
+  EXPECT_EQ(chunker.Flush(), "thi");
+  chunker.Add("Supercalifragilistic", &out);  // no whitespace at all: all of it
+  EXPECT_EQ(chunker.TakeWords(), "Supercalifragilistic");
+  EXPECT_TRUE(chunker.empty());
+}
+
 TEST(SentenceChunkerTest, ClosingQuotesStayWithTheirSentence) {
   EXPECT_EQ(ChunksOf({"He said \"stop.\" Then (he left.) And \u201cyes!\u201d ok"}),
             (Chunks{"He said \"stop.\" ", "Then (he left.) ", "And \u201cyes!\u201d ", "ok"}));
