@@ -14,7 +14,8 @@
 // Variants: "portable" (kernels.cc, plain loops, any CPU; for the K-quants the
 // reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
 // "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
-// for the K-quants' scaled sums, where the CPU has AVX512-VNNI). kernels_test.cc holds
+// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0 weights repacked
+// at load into 16-row interleaved groups for 512-bit tiles, layout below). kernels_test.cc holds
 // each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products
 // as the reference forms them), and the prepared activations bit for bit.
 //
@@ -52,11 +53,28 @@ using PrepareFn = void (*)(gguf::TensorType t, const float* x, size_t x_stride, 
 using MatMulFn = void (*)(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float* y,
                           size_t ldy, int row_begin, int row_end);
 
+// Optional: the bytes of `w` repacked into the set's own layout (0: the set reads `w` as
+// it is), and the packing itself into `out` (that many bytes), for Matrix::packed.
+using PackedBytesFn = size_t (*)(const Matrix& w);
+using PackFn = void (*)(const Matrix& w, uint8_t* out);
+
 struct KernelSet {
   const char* name;
   PrepareFn prepare;
   MatMulFn matmul;
+  PackedBytesFn packed_bytes;  // null: the set packs nothing
+  PackFn pack;
 };
+
+// Layout of the avx512vnni set's packed Q8_0 ("Q8_0x16"), the same bytes per row as
+// Q8_0: rows in groups of 16 (the last padded with zero rows); group g, for each
+// 32-block b in order, holds 544 bytes: the 16 rows' fp16 scales (row 16g + i at 2i),
+// then for k = 0..7 and i = 0..15 the 4 values 4k .. 4k+3 of row 16g + i's block, each
+// plus 128 as an unsigned byte. One 512-bit vpdpbusd with 4 activation bytes broadcast
+// then adds those values' products to all 16 rows' sums at once; -128 * sum(x) per
+// block restores the signed dot. MatVecRowsReference is its scalar reference.
+constexpr int kPackedQ8Rows = 16;
+constexpr int kPackedQ8BlockBytes = 2 * kPackedQ8Rows + 32 * kPackedQ8Rows;
 
 // Plain loops; bit-identical prepared activations, and the reference's summation order.
 const KernelSet& PortableKernels();

@@ -24,6 +24,7 @@
 
 #include <immintrin.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -68,20 +69,26 @@ inline __m256 RoundHalfAway(__m256 v) {
   return _mm256_add_ps(t, _mm256_and_ps(up, _mm256_or_ps(sign, _mm256_set1_ps(1.0f))));
 }
 
+// As ops.h ClampToQ8: NaN -> 0, then clamped to [-127, 127].
+inline __m256 ClampToQ8(__m256 v) {
+  v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+  return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+}
+
 void QuantizeBlock(const float* x, Q8Block* out) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
   for (int i = 0; i < 4; ++i) {
     v[i] = _mm256_loadu_ps(x + 8 * i);
-    amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], abs_mask));
+    amax = _mm256_max_ps(_mm256_and_ps(v[i], abs_mask), amax);  // a NaN never wins
   }
   const float d = HorizontalMax(amax) / 127.0f;
   const float id = d != 0 ? 1.0f / d : 0.0f;
   out->d = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
   __m256i q[4];
   for (int i = 0; i < 4; ++i) {
-    q[i] = _mm256_cvttps_epi32(RoundHalfAway(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
+    q[i] = _mm256_cvttps_epi32(RoundHalfAway(ClampToQ8(_mm256_mul_ps(v[i], _mm256_set1_ps(id)))));
   }
   // packs work per 128-bit lane; the permute puts the 4-byte groups back in order.
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
@@ -114,7 +121,7 @@ void QuantizeQ8KBlock(const float* x, Q8KBlock* out) {
   for (int k = 0; k < 8; ++k) {
     __m256i q[4];
     for (int i = 0; i < 4; ++i) {
-      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * i), scale);
+      const __m256 v = ClampToQ8(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * i), scale));
       q[i] = _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     const __m256i p = _mm256_permutevar8x32_epi32(
@@ -506,6 +513,174 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
   StoreTile(a, acc);
 }
 
+// ---- Packed Q8_0 (kernels.h "Q8_0x16"), 512-bit AVX512-VNNI ---------------------
+//
+// One tile: a group of 16 weight rows (one zmm of sums per token) x RN tokens. Per
+// 32-block: the group's 16 scales converted once; for each 4-value step k one load of
+// the 16 rows' bytes (w + 128), used by RN vpdpbusd with the token's 4 bytes
+// broadcast; each token's int32 sums start at -128 * sum(x of the block), so they end
+// as the exact signed dots; then one convert, one multiply by d_x and one FMA by the
+// rows' d_w serve all 16 rows. The results are 16 adjacent outputs: one masked store.
+#define GANTRY_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+size_t PackedBytesVnni(const Matrix& w) {
+  if (w.type != TensorType::kQ8_0 || w.cols % 32 != 0 || w.rows <= 0) return 0;
+  const size_t groups = (static_cast<size_t>(w.rows) + kPackedQ8Rows - 1) / kPackedQ8Rows;
+  return groups * static_cast<size_t>(w.cols / 32) * kPackedQ8BlockBytes;
+}
+
+// Plain loops (no vector code of its own): the layout as kernels.h describes it.
+void PackVnni(const Matrix& w, uint8_t* out) {
+  const int blocks = w.cols / 32;
+  const int groups = (w.rows + kPackedQ8Rows - 1) / kPackedQ8Rows;
+  for (int g = 0; g < groups; ++g) {
+    for (int b = 0; b < blocks; ++b) {
+      uint8_t* o = out + (static_cast<size_t>(g) * blocks + b) * kPackedQ8BlockBytes;
+      for (int i = 0; i < kPackedQ8Rows; ++i) {
+        const int r = g * kPackedQ8Rows + i;
+        const uint8_t* block = r < w.rows ? w.data + static_cast<size_t>(r) * w.row_bytes + b * 34 : nullptr;
+        o[2 * i] = block ? block[0] : 0;  // a padding row: scale 0, values 0
+        o[2 * i + 1] = block ? block[1] : 0;
+        for (int j = 0; j < 32; ++j) {
+          const int value = block ? static_cast<int8_t>(block[2 + j]) : 0;
+          o[2 * kPackedQ8Rows + 64 * (j / 4) + 4 * i + j % 4] = static_cast<uint8_t>(value + 128);
+        }
+      }
+    }
+  }
+}
+
+struct PackedTileArgs {
+  const uint8_t* group;     // the group's packed bytes
+  int blocks;
+  const uint8_t* x;         // prepared row of the tile's first token
+  size_t x_stride;
+  const int32_t* corr;      // -128 * sum(x) per block, the tile's first token's row
+  int corr_stride;
+  float* y;                 // output of the group's first row, first token
+  size_t ldy;
+  __mmask16 rows;           // which of the 16 rows to store
+};
+
+template <int RN>
+GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
+  const Q8Block* xs[RN];
+  __m512 acc[RN];
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) {
+    xs[j] = reinterpret_cast<const Q8Block*>(a.x + j * a.x_stride);
+    acc[j] = _mm512_setzero_ps();
+  }
+  for (int b = 0; b < a.blocks; ++b) {
+    const uint8_t* p = a.group + static_cast<size_t>(b) * kPackedQ8BlockBytes;
+    if (RN == 1) {
+      // Decoding streams the weights once: fetch a few blocks ahead.
+      GANTRY_UNROLL
+      for (int o = 0; o < kPackedQ8BlockBytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + 6 * kPackedQ8BlockBytes + o), _MM_HINT_T0);
+      }
+    }
+    // (maskz forms: GCC 12's plain ones warn about their undefined passthrough.)
+    const __m512 wd = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    __m512i sums[RN];
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) sums[j] = _mm512_set1_epi32(a.corr[j * a.corr_stride + b]);
+    GANTRY_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const __m512i wk = _mm512_loadu_si512(p + 2 * kPackedQ8Rows + 64 * k);
+      GANTRY_UNROLL
+      for (int j = 0; j < RN; ++j) {
+        int32_t x4;
+        std::memcpy(&x4, xs[j][b].q + 4 * k, 4);
+        sums[j] = _mm512_dpbusd_epi32(sums[j], wk, _mm512_set1_epi32(x4));
+      }
+    }
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) {
+      const __m512 p32 = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sums[j]), _mm512_set1_ps(xs[j][b].d));
+      acc[j] = _mm512_fmadd_ps(p32, wd, acc[j]);
+    }
+  }
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) _mm512_mask_storeu_ps(a.y + j * a.ldy, a.rows, acc[j]);
+}
+
+constexpr int kPackedRN = 8;
+using PackedTileFn = void (*)(const PackedTileArgs&);
+struct PackedTileTable {
+  PackedTileFn fn[kPackedRN];
+  constexpr PackedTileTable() : fn() { Fill<kPackedRN>(); }
+  template <int N>
+  constexpr void Fill() {
+    fn[N - 1] = &PackedQ8Tile<N>;
+    if constexpr (N > 1) Fill<N - 1>();
+  }
+};
+constexpr PackedTileTable kPackedQ8Tiles;
+
+// -128 * sum(x) of each 32-block of n_tok prepared rows: sad against zero of x + 128
+// sums the 32 biased bytes; -128 * (that - 32 * 128).
+GANTRY_VNNI512 void BlockCorrections(const uint8_t* x, size_t x_stride, int n_tok, int blocks, int32_t* out) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int t = 0; t < n_tok; ++t) {
+    const Q8Block* xb = reinterpret_cast<const Q8Block*>(x + t * x_stride);
+    for (int b = 0; b < blocks; ++b) {
+      const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].q)), bias);
+      const __m256i s = _mm256_sad_epu8(q, _mm256_setzero_si256());
+      const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+      const int biased = _mm_cvtsi128_si32(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2)));
+      out[t * blocks + b] = -128 * (biased - 32 * 128);
+    }
+  }
+}
+
+GANTRY_VNNI512 void MatMulPackedQ8(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float* y,
+                                   size_t ldy, int row_begin, int row_end) {
+  const int blocks = w.cols / 32;
+  const size_t group_bytes = static_cast<size_t>(blocks) * kPackedQ8BlockBytes;
+  // Tokens per pass: their prepared rows stay in L2 (about 192 KiB) while each group
+  // passes over them, and their corrections fit the stack buffer.
+  constexpr int kCorrections = 8192;
+  int32_t stack[kCorrections];
+  int32_t* corr = stack;
+  int32_t* heap = nullptr;
+  const size_t row_bytes = x_stride > 0 ? x_stride : 1;
+  int pass = static_cast<int>((192u << 10) / row_bytes);
+  pass = pass < kPackedRN ? kPackedRN : pass - pass % kPackedRN;
+  if (pass > n_tok) pass = n_tok;
+  if (static_cast<size_t>(pass) * blocks > kCorrections) {
+    pass = kCorrections / blocks >= 1 ? kCorrections / blocks : 1;
+    if (static_cast<size_t>(pass) * blocks > kCorrections) {
+      corr = heap = static_cast<int32_t*>(std::malloc(sizeof(int32_t) * blocks));
+    }
+  }
+  PackedTileArgs a;
+  a.blocks = blocks;
+  a.x_stride = x_stride;
+  a.corr_stride = blocks;
+  a.ldy = ldy;
+  const int g0 = row_begin / kPackedQ8Rows, g1 = (row_end + kPackedQ8Rows - 1) / kPackedQ8Rows;
+  for (int t0 = 0; t0 < n_tok; t0 += pass) {
+    const int t1 = t0 + pass < n_tok ? t0 + pass : n_tok;
+    BlockCorrections(x + t0 * x_stride, x_stride, t1 - t0, blocks, corr);
+    for (int g = g0; g < g1; ++g) {
+      const int r0 = g * kPackedQ8Rows;
+      const int lo = row_begin > r0 ? row_begin - r0 : 0;
+      const int hi = row_end < r0 + kPackedQ8Rows ? row_end - r0 : kPackedQ8Rows;
+      a.rows = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+      a.group = w.packed + g * group_bytes;
+      for (int t = t0; t < t1; t += kPackedRN) {
+        const int rn = t1 - t < kPackedRN ? t1 - t : kPackedRN;
+        a.x = x + t * x_stride;
+        a.corr = corr + (t - t0) * blocks;
+        a.y = y + t * ldy + r0;
+        kPackedQ8Tiles.fn[rn - 1](a);
+      }
+    }
+  }
+  std::free(heap);
+}
+
 // The K-quant tile with vpdpwssd, compiled for AVX512VL + VNNI (ops_avx2_kquant.inc).
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
@@ -626,6 +801,9 @@ void MatMul(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float
 
 void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float* y, size_t ldy, int row_begin,
                 int row_end) {
+  if (w.type == TensorType::kQ8_0 && w.packed) {
+    return MatMulPackedQ8(w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
   if (w.type == TensorType::kQ8_0) {
     return RunTiles(kQ8_0VnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
   }
@@ -644,8 +822,8 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
   return MatMul(w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
 }
 
-const KernelSet kAvx2 = {"avx2", &Prepare, &MatMul};
-const KernelSet kAvx512Vnni = {"avx512vnni", &Prepare, &MatMulVnni};
+const KernelSet kAvx2 = {"avx2", &Prepare, &MatMul, nullptr, nullptr};
+const KernelSet kAvx512Vnni = {"avx512vnni", &Prepare, &MatMulVnni, &PackedBytesVnni, &PackVnni};
 
 }  // namespace
 
