@@ -14,9 +14,9 @@
 // Variants: "portable" (kernels.cc, plain loops, any CPU; for the K-quants the
 // reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
 // "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
-// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0 weights repacked
-// at load into 16-row interleaved groups for 512-bit tiles, layout below). kernels_test.cc holds
-// each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products
+// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0 and Q4_K weights
+// repacked at load into 16-row interleaved groups for 512-bit tiles, layouts below).
+// kernels_test.cc holds each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products
 // as the reference forms them), and the prepared activations bit for bit.
 //
 // Thread-safety: pure functions; Kernels() is initialised once, thread-safely.
@@ -75,6 +75,16 @@ struct KernelSet {
 // block restores the signed dot. MatVecRowsReference is its scalar reference.
 constexpr int kPackedQ8Rows = 16;
 constexpr int kPackedQ8BlockBytes = 2 * kPackedQ8Rows + 32 * kPackedQ8Rows;
+
+// Layout of its packed Q4_K ("Q4_Kx16"), 148 bytes per row and super-block against
+// Q4_K's 144: rows in groups of 16 as above (padding rows all zero); group g, for each
+// 256-value super-block in order, holds 2368 bytes: the 16 rows' fp16 d (row i at 2i),
+// their fp16 dmin, the 6-bit group scales (group G of row i at 16G + i, 128 bytes),
+// the 6-bit mins in pairs (groups 2P, 2P + 1 of row i at 32P + 2i, 2i + 1, 128 bytes),
+// then the codes 0..15: for group G, step k = 0..3 and row i, 4 bytes at
+// 256G + 64k + 4i whose low nibbles are values 32G + 4k .. 32G + 4k + 3 and high
+// nibbles values 32G + 16 + 4k .. 32G + 16 + 4k + 3 of that row.
+constexpr int kPackedQ4KBlockBytes = 4 * kPackedQ8Rows + 16 * kPackedQ8Rows + 128 * kPackedQ8Rows;
 
 // Plain loops; bit-identical prepared activations, and the reference's summation order.
 const KernelSet& PortableKernels();

@@ -513,24 +513,43 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
   StoreTile(a, acc);
 }
 
-// ---- Packed Q8_0 (kernels.h "Q8_0x16"), 512-bit AVX512-VNNI ---------------------
+// ---- Packed weights (kernels.h "Q8_0x16", "Q4_Kx16"), 512-bit AVX512-VNNI --------
 //
-// One tile: a group of 16 weight rows (one zmm of sums per token) x RN tokens. Per
-// 32-block: the group's 16 scales converted once; for each 4-value step k one load of
-// the 16 rows' bytes (w + 128), used by RN vpdpbusd with the token's 4 bytes
-// broadcast; each token's int32 sums start at -128 * sum(x of the block), so they end
-// as the exact signed dots; then one convert, one multiply by d_x and one FMA by the
-// rows' d_w serve all 16 rows. The results are 16 adjacent outputs: one masked store.
+// One tile: a group of 16 weight rows (one zmm of sums per token) x RN tokens; the 16
+// results of a token are adjacent outputs, stored with one masked store.
+//   Q8_0x16, per 32-block: the group's 16 scales converted once; for each 4-value step
+//     k one load of the 16 rows' bytes (w + 128), used by RN vpdpbusd with the token's
+//     4 bytes broadcast; each token's int32 sums start at -128 * sum(x of the block),
+//     so they end as the exact signed dots; one convert, one multiply by d_x and one
+//     FMA by the rows' d_w then serve all 16 rows.
+//   Q4_Kx16, per 256-value super-block: per group of 32 values, 4 loads of 64 bytes
+//     (two 4-value steps each, as low and high nibbles: codes 0..15, unsigned, so no
+//     correction) and 8 vpdpbusd per token give the 16 rows' exact integer dots, which
+//     are converted and scaled by the group scales (6-bit integers, exact in float);
+//     the mins meet the activations' group sums in integers (4 vpdpwssd of int16
+//     pairs); then d_x * (d_w * scaled - dmin_w * mins).
 #define GANTRY_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
+// Offsets inside one Q4_Kx16 super-block of a group (kernels.h).
+constexpr int kQ4KxDmin = 2 * kPackedQ8Rows, kQ4KxScales = 4 * kPackedQ8Rows;
+constexpr int kQ4KxMins = kQ4KxScales + 8 * kPackedQ8Rows, kQ4KxCodes = kQ4KxMins + 8 * kPackedQ8Rows;
+static_assert(kQ4KxCodes + 128 * kPackedQ8Rows == kPackedQ4KBlockBytes, "Q4_Kx16 layout");
+
 size_t PackedBytesVnni(const Matrix& w) {
-  if (w.type != TensorType::kQ8_0 || w.cols % 32 != 0 || w.rows <= 0) return 0;
   const size_t groups = (static_cast<size_t>(w.rows) + kPackedQ8Rows - 1) / kPackedQ8Rows;
-  return groups * static_cast<size_t>(w.cols / 32) * kPackedQ8BlockBytes;
+  if (w.rows <= 0) return 0;
+  if (w.type == TensorType::kQ8_0 && w.cols % 32 == 0) {
+    return groups * static_cast<size_t>(w.cols / 32) * kPackedQ8BlockBytes;
+  }
+  if (w.type == TensorType::kQ4_K && w.cols % 256 == 0) {
+    return groups * static_cast<size_t>(w.cols / 256) * kPackedQ4KBlockBytes;
+  }
+  return 0;
 }
 
-// Plain loops (no vector code of its own): the layout as kernels.h describes it.
-void PackVnni(const Matrix& w, uint8_t* out) {
+// Plain loops (no vector code of their own): the layouts as kernels.h describes them.
+// Padding rows are all zero bytes but for Q8_0's values (128: the value 0).
+void PackQ8_0(const Matrix& w, uint8_t* out) {
   const int blocks = w.cols / 32;
   const int groups = (w.rows + kPackedQ8Rows - 1) / kPackedQ8Rows;
   for (int g = 0; g < groups; ++g) {
@@ -539,7 +558,7 @@ void PackVnni(const Matrix& w, uint8_t* out) {
       for (int i = 0; i < kPackedQ8Rows; ++i) {
         const int r = g * kPackedQ8Rows + i;
         const uint8_t* block = r < w.rows ? w.data + static_cast<size_t>(r) * w.row_bytes + b * 34 : nullptr;
-        o[2 * i] = block ? block[0] : 0;  // a padding row: scale 0, values 0
+        o[2 * i] = block ? block[0] : 0;
         o[2 * i + 1] = block ? block[1] : 0;
         for (int j = 0; j < 32; ++j) {
           const int value = block ? static_cast<int8_t>(block[2 + j]) : 0;
@@ -550,17 +569,58 @@ void PackVnni(const Matrix& w, uint8_t* out) {
   }
 }
 
+void PackQ4_K(const Matrix& w, uint8_t* out) {
+  const int blocks = w.cols / 256;
+  const int groups = (w.rows + kPackedQ8Rows - 1) / kPackedQ8Rows;
+  gguf::KQuantBlock kb;
+  for (int g = 0; g < groups; ++g) {
+    for (int b = 0; b < blocks; ++b) {
+      uint8_t* o = out + (static_cast<size_t>(g) * blocks + b) * kPackedQ4KBlockBytes;
+      std::memset(o, 0, kPackedQ4KBlockBytes);
+      for (int i = 0; i < kPackedQ8Rows; ++i) {
+        const int r = g * kPackedQ8Rows + i;
+        if (r >= w.rows) break;
+        const uint8_t* block = w.data + static_cast<size_t>(r) * w.row_bytes + b * 144;
+        gguf::UnpackKQuantBlock(block, TensorType::kQ4_K, &kb);
+        std::memcpy(o + 2 * i, block, 2);                 // d
+        std::memcpy(o + kQ4KxDmin + 2 * i, block + 2, 2);  // dmin
+        for (int grp = 0; grp < 8; ++grp) {
+          o[kQ4KxScales + kPackedQ8Rows * grp + i] = static_cast<uint8_t>(kb.scale[grp]);
+          o[kQ4KxMins + 2 * kPackedQ8Rows * (grp / 2) + 2 * i + grp % 2] = static_cast<uint8_t>(kb.min[grp]);
+          for (int k = 0; k < 4; ++k) {
+            for (int v = 0; v < 4; ++v) {
+              const int lo = kb.q[32 * grp + 4 * k + v], hi = kb.q[32 * grp + 16 + 4 * k + v];
+              o[kQ4KxCodes + 256 * grp + 64 * k + 4 * i + v] = static_cast<uint8_t>(lo | hi << 4);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void PackVnni(const Matrix& w, uint8_t* out) {
+  if (w.type == TensorType::kQ8_0) PackQ8_0(w, out);
+  else PackQ4_K(w, out);
+}
+
 struct PackedTileArgs {
   const uint8_t* group;     // the group's packed bytes
-  int blocks;
+  int blocks;               // blocks (Q8_0) or super-blocks (Q4_K) per row
   const uint8_t* x;         // prepared row of the tile's first token
   size_t x_stride;
-  const int32_t* corr;      // -128 * sum(x) per block, the tile's first token's row
-  int corr_stride;
+  const int32_t* extra;     // per token and block: Q8_0 -128 * sum(x); Q4_K 4 pairs of group sums
+  int extra_stride;
   float* y;                 // output of the group's first row, first token
   size_t ldy;
   __mmask16 rows;           // which of the 16 rows to store
 };
+
+inline int32_t Load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 template <int RN>
 GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
@@ -584,16 +644,12 @@ GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
     const __m512 wd = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     __m512i sums[RN];
     GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) sums[j] = _mm512_set1_epi32(a.corr[j * a.corr_stride + b]);
+    for (int j = 0; j < RN; ++j) sums[j] = _mm512_set1_epi32(a.extra[j * a.extra_stride + b]);
     GANTRY_UNROLL
     for (int k = 0; k < 8; ++k) {
       const __m512i wk = _mm512_loadu_si512(p + 2 * kPackedQ8Rows + 64 * k);
       GANTRY_UNROLL
-      for (int j = 0; j < RN; ++j) {
-        int32_t x4;
-        std::memcpy(&x4, xs[j][b].q + 4 * k, 4);
-        sums[j] = _mm512_dpbusd_epi32(sums[j], wk, _mm512_set1_epi32(x4));
-      }
+      for (int j = 0; j < RN; ++j) sums[j] = _mm512_dpbusd_epi32(sums[j], wk, _mm512_set1_epi32(Load4(xs[j][b].q + 4 * k)));
     }
     GANTRY_UNROLL
     for (int j = 0; j < RN; ++j) {
@@ -605,22 +661,72 @@ GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
   for (int j = 0; j < RN; ++j) _mm512_mask_storeu_ps(a.y + j * a.ldy, a.rows, acc[j]);
 }
 
-constexpr int kPackedRN = 8;
-using PackedTileFn = void (*)(const PackedTileArgs&);
-struct PackedTileTable {
-  PackedTileFn fn[kPackedRN];
-  constexpr PackedTileTable() : fn() { Fill<kPackedRN>(); }
-  template <int N>
-  constexpr void Fill() {
-    fn[N - 1] = &PackedQ8Tile<N>;
-    if constexpr (N > 1) Fill<N - 1>();
+template <int RN>
+GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
+  const Q8KBlock* xs[RN];
+  __m512 acc[RN];
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) {
+    xs[j] = reinterpret_cast<const Q8KBlock*>(a.x + j * a.x_stride);
+    acc[j] = _mm512_setzero_ps();
   }
-};
-constexpr PackedTileTable kPackedQ8Tiles;
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int b = 0; b < a.blocks; ++b) {
+    const uint8_t* p = a.group + static_cast<size_t>(b) * kPackedQ4KBlockBytes;
+    if (RN == 1) {
+      GANTRY_UNROLL
+      for (int o = 0; o < kPackedQ4KBlockBytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + 2 * kPackedQ4KBlockBytes + o), _MM_HINT_T0);
+      }
+    }
+    __m512 scaled[RN];
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) scaled[j] = _mm512_setzero_ps();
+    for (int grp = 0; grp < 8; ++grp) {
+      __m512i dots[RN];
+      GANTRY_UNROLL
+      for (int j = 0; j < RN; ++j) dots[j] = _mm512_setzero_si512();
+      GANTRY_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        const __m512i raw = _mm512_loadu_si512(p + kQ4KxCodes + 256 * grp + 64 * k);
+        const __m512i w_lo = _mm512_and_si512(raw, low);                      // values 4k ..
+        const __m512i w_hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // values 16 + 4k ..
+        GANTRY_UNROLL
+        for (int j = 0; j < RN; ++j) {
+          const int8_t* q = xs[j][b].q + 32 * grp + 4 * k;
+          dots[j] = _mm512_dpbusd_epi32(dots[j], w_lo, _mm512_set1_epi32(Load4(q)));
+          dots[j] = _mm512_dpbusd_epi32(dots[j], w_hi, _mm512_set1_epi32(Load4(q + 16)));
+        }
+      }
+      const __m512 sc = _mm512_maskz_cvtepi32_ps(
+          0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQ4KxScales + 16 * grp))));
+      GANTRY_UNROLL
+      for (int j = 0; j < RN; ++j) scaled[j] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, dots[j]), sc, scaled[j]);
+    }
+    const __m512 d = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512 dmin = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kQ4KxDmin)));
+    __m512i mins[4];
+    GANTRY_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      mins[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kQ4KxMins + 32 * k)));
+    }
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) {
+      const int32_t* gs = a.extra + j * a.extra_stride + 4 * b;
+      __m512i m = _mm512_setzero_si512();
+      GANTRY_UNROLL
+      for (int k = 0; k < 4; ++k) m = _mm512_dpwssd_epi32(m, mins[k], _mm512_set1_epi32(gs[k]));
+      const __m512 t = _mm512_fmsub_ps(d, scaled[j], _mm512_mul_ps(dmin, _mm512_maskz_cvtepi32_ps(0xFFFF, m)));
+      acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(xs[j][b].d), acc[j]);
+    }
+  }
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) _mm512_mask_storeu_ps(a.y + j * a.ldy, a.rows, acc[j]);
+}
 
-// -128 * sum(x) of each 32-block of n_tok prepared rows: sad against zero of x + 128
-// sums the 32 biased bytes; -128 * (that - 32 * 128).
-GANTRY_VNNI512 void BlockCorrections(const uint8_t* x, size_t x_stride, int n_tok, int blocks, int32_t* out) {
+// Q8_0: -128 * sum(x) of each 32-block: sad against zero of x + 128 sums the 32 biased
+// bytes; -128 * (that - 32 * 128).
+GANTRY_VNNI512 void Q8Corrections(const uint8_t* x, size_t x_stride, int n_tok, int blocks, int32_t* out) {
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int t = 0; t < n_tok; ++t) {
     const Q8Block* xb = reinterpret_cast<const Q8Block*>(x + t * x_stride);
@@ -634,47 +740,88 @@ GANTRY_VNNI512 void BlockCorrections(const uint8_t* x, size_t x_stride, int n_to
   }
 }
 
-GANTRY_VNNI512 void MatMulPackedQ8(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float* y,
-                                   size_t ldy, int row_begin, int row_end) {
-  const int blocks = w.cols / 32;
-  const size_t group_bytes = static_cast<size_t>(blocks) * kPackedQ8BlockBytes;
-  // Tokens per pass: their prepared rows stay in L2 (about 192 KiB) while each group
-  // passes over them, and their corrections fit the stack buffer.
-  constexpr int kCorrections = 8192;
-  int32_t stack[kCorrections];
-  int32_t* corr = stack;
+// Q4_K: the 8 group sums of each super-block (bsums in pairs), as 4 int32 words of two
+// int16 each (groups 2k, 2k + 1), the operand vpdpwssd pairs with the mins.
+GANTRY_VNNI512 void Q4KGroupSums(const uint8_t* x, size_t x_stride, int n_tok, int blocks, int32_t* out) {
+  for (int t = 0; t < n_tok; ++t) {
+    const Q8KBlock* xb = reinterpret_cast<const Q8KBlock*>(x + t * x_stride);
+    for (int b = 0; b < blocks; ++b) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[b].bsums));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[b].bsums + 8));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 4 * (t * blocks + b)), _mm_hadd_epi16(lo, hi));
+    }
+  }
+}
+
+constexpr int kPackedRN = 8;    // Q8_0: 8 int32 sums + 8 float accumulators
+constexpr int kPackedQ4KRN = 6;  // Q4_K: 6 x (dots, scaled, accumulator)
+using PackedTileFn = void (*)(const PackedTileArgs&);
+template <template <int> class Runner, int RN>
+struct PackedTileTable {
+  PackedTileFn fn[RN];
+  constexpr PackedTileTable() : fn() { Fill<RN>(); }
+  template <int N>
+  constexpr void Fill() {
+    fn[N - 1] = &Runner<N>::Run;
+    if constexpr (N > 1) Fill<N - 1>();
+  }
+};
+template <int RN>
+struct PackedQ8Runner {
+  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ8Tile<RN>(a); }
+};
+template <int RN>
+struct PackedQ4KRunner {
+  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ4KTile<RN>(a); }
+};
+constexpr PackedTileTable<PackedQ8Runner, kPackedRN> kPackedQ8Tiles;
+constexpr PackedTileTable<PackedQ4KRunner, kPackedQ4KRN> kPackedQ4KTiles;
+
+// Rows in 16-row groups, tokens in passes whose prepared rows stay in L2 (about
+// 192 KiB) while each group passes over them and whose per-block extras fit the stack.
+template <int RN>
+GANTRY_VNNI512 void MatMulPacked(const PackedTileFn (&tiles)[RN], int block_values, int block_bytes, int extra_per_block,
+                                 void (*extras)(const uint8_t*, size_t, int, int, int32_t*), const Matrix& w,
+                                 const uint8_t* x, size_t x_stride, int n_tok, float* y, size_t ldy, int row_begin,
+                                 int row_end) {
+  const int blocks = w.cols / block_values;
+  const size_t group_bytes = static_cast<size_t>(blocks) * block_bytes;
+  const int extra_stride = blocks * extra_per_block;
+  constexpr int kStack = 8192;
+  int32_t stack[kStack];
+  int32_t* extra = stack;
   int32_t* heap = nullptr;
   const size_t row_bytes = x_stride > 0 ? x_stride : 1;
   int pass = static_cast<int>((192u << 10) / row_bytes);
-  pass = pass < kPackedRN ? kPackedRN : pass - pass % kPackedRN;
+  pass = pass < RN ? RN : pass - pass % RN;
   if (pass > n_tok) pass = n_tok;
-  if (static_cast<size_t>(pass) * blocks > kCorrections) {
-    pass = kCorrections / blocks >= 1 ? kCorrections / blocks : 1;
-    if (static_cast<size_t>(pass) * blocks > kCorrections) {
-      corr = heap = static_cast<int32_t*>(std::malloc(sizeof(int32_t) * blocks));
+  if (static_cast<size_t>(pass) * extra_stride > kStack) {
+    pass = kStack / extra_stride >= 1 ? kStack / extra_stride : 1;
+    if (static_cast<size_t>(pass) * extra_stride > kStack) {
+      extra = heap = static_cast<int32_t*>(std::malloc(sizeof(int32_t) * extra_stride));
     }
   }
   PackedTileArgs a;
   a.blocks = blocks;
   a.x_stride = x_stride;
-  a.corr_stride = blocks;
+  a.extra_stride = extra_stride;
   a.ldy = ldy;
   const int g0 = row_begin / kPackedQ8Rows, g1 = (row_end + kPackedQ8Rows - 1) / kPackedQ8Rows;
   for (int t0 = 0; t0 < n_tok; t0 += pass) {
     const int t1 = t0 + pass < n_tok ? t0 + pass : n_tok;
-    BlockCorrections(x + t0 * x_stride, x_stride, t1 - t0, blocks, corr);
+    extras(x + t0 * x_stride, x_stride, t1 - t0, blocks, extra);
     for (int g = g0; g < g1; ++g) {
       const int r0 = g * kPackedQ8Rows;
       const int lo = row_begin > r0 ? row_begin - r0 : 0;
       const int hi = row_end < r0 + kPackedQ8Rows ? row_end - r0 : kPackedQ8Rows;
       a.rows = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
       a.group = w.packed + g * group_bytes;
-      for (int t = t0; t < t1; t += kPackedRN) {
-        const int rn = t1 - t < kPackedRN ? t1 - t : kPackedRN;
+      for (int t = t0; t < t1; t += RN) {
+        const int rn = t1 - t < RN ? t1 - t : RN;
         a.x = x + t * x_stride;
-        a.corr = corr + (t - t0) * blocks;
+        a.extra = extra + (t - t0) * extra_stride;
         a.y = y + t * ldy + r0;
-        kPackedQ8Tiles.fn[rn - 1](a);
+        tiles[rn - 1](a);
       }
     }
   }
@@ -802,7 +949,12 @@ void MatMul(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float
 void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float* y, size_t ldy, int row_begin,
                 int row_end) {
   if (w.type == TensorType::kQ8_0 && w.packed) {
-    return MatMulPackedQ8(w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+    return MatMulPacked(kPackedQ8Tiles.fn, 32, kPackedQ8BlockBytes, 1, &Q8Corrections, w, x, x_stride, n_tok, y,
+                        ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ4_K && w.packed) {
+    return MatMulPacked(kPackedQ4KTiles.fn, 256, kPackedQ4KBlockBytes, 4, &Q4KGroupSums, w, x, x_stride, n_tok, y,
+                        ldy, row_begin, row_end);
   }
   if (w.type == TensorType::kQ8_0) {
     return RunTiles(kQ8_0VnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
