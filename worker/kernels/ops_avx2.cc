@@ -622,15 +622,22 @@ inline int32_t Load4(const int8_t* p) {
   return v;
 }
 
+// A packed tile's RN prepared activation rows (as X) and its accumulators, zeroed.
+template <class X, int RN>
+GANTRY_VNNI512 __attribute__((always_inline)) inline void PackedTileStart(const PackedTileArgs& a, const X* (&xs)[RN],
+                                                                          __m512 (&acc)[RN]) {
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) {
+    xs[j] = reinterpret_cast<const X*>(a.x + j * a.x_stride);
+    acc[j] = _mm512_setzero_ps();
+  }
+}
+
 template <int RN>
 GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
   const Q8Block* xs[RN];
   __m512 acc[RN];
-  GANTRY_UNROLL
-  for (int j = 0; j < RN; ++j) {
-    xs[j] = reinterpret_cast<const Q8Block*>(a.x + j * a.x_stride);
-    acc[j] = _mm512_setzero_ps();
-  }
+  PackedTileStart(a, xs, acc);
   for (int b = 0; b < a.blocks; ++b) {
     const uint8_t* p = a.group + static_cast<size_t>(b) * kPackedQ8BlockBytes;
     if (RN == 1) {
@@ -665,11 +672,7 @@ template <int RN>
 GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
   const Q8KBlock* xs[RN];
   __m512 acc[RN];
-  GANTRY_UNROLL
-  for (int j = 0; j < RN; ++j) {
-    xs[j] = reinterpret_cast<const Q8KBlock*>(a.x + j * a.x_stride);
-    acc[j] = _mm512_setzero_ps();
-  }
+  PackedTileStart(a, xs, acc);
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int b = 0; b < a.blocks; ++b) {
     const uint8_t* p = a.group + static_cast<size_t>(b) * kPackedQ4KBlockBytes;
