@@ -106,7 +106,7 @@ void MatMulPortable(const Matrix& w, const uint8_t* x, size_t x_stride, int n_to
   std::free(heap);
 }
 
-const KernelSet kPortable = {"portable", &PreparePortable, &MatMulPortable, nullptr, nullptr};
+const KernelSet kPortable = {"portable", &PreparePortable, &MatMulPortable, nullptr, nullptr, &Softmax, &SwiGlu};
 
 }  // namespace
 

@@ -58,12 +58,22 @@ using MatMulFn = void (*)(const Matrix& w, const uint8_t* x, size_t x_stride, in
 using PackedBytesFn = size_t (*)(const Matrix& w);
 using PackFn = void (*)(const Matrix& w, uint8_t* out);
 
+// As ops.h Softmax and SwiGlu. The vectorised sets compute exp as 2^n * a degree-6
+// polynomial on [-ln2/2, ln2/2] (within 4e-7 relative of expf) with the argument
+// clamped to [-87.3, 88.3] (below, e^-87.3 ~ 1e-38 stands in for smaller values), and
+// sum in lanes: kernels_test.cc holds every output within 1e-6 relative (+1e-30) of
+// the reference.
+using SoftmaxFn = void (*)(float* x, int n);
+using SwiGluFn = void (*)(float* out, const float* gate, const float* up, int n);
+
 struct KernelSet {
   const char* name;
   PrepareFn prepare;
   MatMulFn matmul;
   PackedBytesFn packed_bytes;  // null: the set packs nothing
   PackFn pack;
+  SoftmaxFn softmax;
+  SwiGluFn swiglu;
 };
 
 // Layout of the avx512vnni set's packed Q8_0 ("Q8_0x16"), the same bytes per row as

@@ -841,6 +841,64 @@ namespace vnni_kquant {
 }  // namespace vnni_kquant
 #pragma GCC pop_options
 
+// ---- Softmax and SwiGLU ------------------------------------------------------------
+
+// e^x, 8 lanes: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2 (ln2 in two
+// parts, so r is exact enough), e^r by its Taylor polynomial to r^6 (the first term
+// left out is below 1.3e-7 relative), 2^n built in the exponent bits. x is clamped to
+// [-87.3, 88.3] so that 2^n stays a normal float; NaN stays NaN.
+inline __m256 Exp(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), _mm256_min_ps(_mm256_set1_ps(88.3f), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);  // ln2's leading bits
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);       // and the rest
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(two_n));
+}
+
+inline float ExpScalar(float x) {
+  return _mm256_cvtss_f32(Exp(_mm256_set1_ps(x)));
+}
+
+void SoftmaxAvx2(float* x, int n) {
+  __m256 max8 = _mm256_set1_ps(x[0]);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) max8 = _mm256_max_ps(_mm256_loadu_ps(x + i), max8);
+  float max = HorizontalMax(max8);
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const __m256 m = _mm256_set1_ps(max);
+  __m256 sum8 = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(x + i, e);
+    sum8 = _mm256_add_ps(sum8, e);
+  }
+  float sum = HorizontalSum(sum8);
+  for (; i < n; ++i) sum += x[i] = ExpScalar(x[i] - max);
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] /= sum;
+}
+
+void SwiGluAvx2(float* out, const float* gate, const float* up, int n) {
+  int i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, Exp(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + ExpScalar(-gate[i])) * up[i];
+}
+
 // ---- Tiling ----------------------------------------------------------------------
 
 using TileFn = void (*)(const TileArgs&);
@@ -977,8 +1035,9 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
   return MatMul(w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
 }
 
-const KernelSet kAvx2 = {"avx2", &Prepare, &MatMul, nullptr, nullptr};
-const KernelSet kAvx512Vnni = {"avx512vnni", &Prepare, &MatMulVnni, &PackedBytesVnni, &PackVnni};
+const KernelSet kAvx2 = {"avx2", &Prepare, &MatMul, nullptr, nullptr, &SoftmaxAvx2, &SwiGluAvx2};
+const KernelSet kAvx512Vnni = {"avx512vnni", &Prepare,       &MatMulVnni,  &PackedBytesVnni,
+                               &PackVnni,    &SoftmaxAvx2, &SwiGluAvx2};
 
 }  // namespace
 
