@@ -156,6 +156,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const gguf::GgufFile& file) {
     k.pack(*mat, m->packed_.back().get());
     mat->packed = m->packed_.back().get();
     m->packed_bytes_ += bytes;
+    // The products read only the copy now: the original pages need not stay resident.
+    file.ReleasePages(mat->data, mat->row_bytes * mat->rows);
   };
   pack(&m->output_);
   for (LayerWeights& w : m->layers_) {

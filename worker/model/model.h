@@ -5,9 +5,10 @@
 // independent of width). Grouped-query attention; an absent output.weight means the
 // head is tied to token_embd. Weight matrices stay in the mapping in their own
 // encoding, and where the chosen kernel set packs a type (kernels.h: avx512vnni, Q8_0)
-// its products read a repacked copy made at load instead (PackedBytes(), as many bytes
-// as those matrices; the mapped originals are then only read for embedding lookups
-// and the reference path); small vectors (norms, biases) are decoded to float at load.
+// its products read a repacked copy made at load instead (PackedBytes(), about as many
+// bytes as those matrices); their mapped pages are then released from resident memory
+// (GgufFile::ReleasePages) and read again from the file only by embedding lookups and
+// the reference path. Small vectors (norms, biases) are decoded to float at load.
 //
 // Thread-safety: immutable after Load(); share one Model between sessions.
 #ifndef GANTRY_WORKER_MODEL_MODEL_H_
