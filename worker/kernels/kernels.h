@@ -15,7 +15,8 @@
 // reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
 // "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
 // for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0 and Q4_K weights
-// repacked at load into 16-row interleaved groups for 512-bit tiles, layouts below).
+// repacked at load into 16-row interleaved groups for 512-bit tiles, layouts below;
+// F32 and F16 products on 512-bit vectors).
 // kernels_test.cc holds each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products
 // as the reference forms them), and the prepared activations bit for bit.
 //

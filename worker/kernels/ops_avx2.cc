@@ -218,10 +218,10 @@ struct TileArgs {
 };
 
 // A tile's operands: its RM weight rows and RN prepared activation rows (as X), and its
-// float accumulators, zeroed.
-template <int RM, int RN, class X>
+// float accumulators (V: __m256, or __m512 in the AVX512 tiles), zeroed.
+template <int RM, int RN, class X, class V>
 __attribute__((always_inline)) inline void TileOperands(const TileArgs& a, const uint8_t* (&rows)[RM],
-                                                         const X* (&xs)[RN], __m256 (&acc)[RM][RN]) {
+                                                         const X* (&xs)[RN], V (&acc)[RM][RN]) {
   const Matrix& w = *a.w;
   GANTRY_UNROLL
   for (int i = 0; i < RM; ++i) rows[i] = w.data + static_cast<size_t>(a.r + i) * w.row_bytes;
@@ -230,7 +230,7 @@ __attribute__((always_inline)) inline void TileOperands(const TileArgs& a, const
   GANTRY_UNROLL
   for (int i = 0; i < RM; ++i)
     GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (int j = 0; j < RN; ++j) acc[i][j] = V{};
 }
 
 // y[t + j][r + i] = the sum of acc[i][j]'s lanes.
@@ -841,6 +841,62 @@ namespace vnni_kquant {
 }  // namespace vnni_kquant
 #pragma GCC pop_options
 
+// ---- Float weights, 512-bit (AVX512F) -------------------------------------------
+//
+// FloatTile on 16 lanes, for the avx512vnni set's F32 (attention over the KV cache)
+// and F16 products; the columns past the last 16 go through masked loads (zeros in the
+// unused lanes), so there is no scalar tail.
+
+struct LoadF32x16 {
+  static constexpr int kSize = 4;
+  GANTRY_VNNI512 static __m512 Load(const uint8_t* row, int c, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c);
+  }
+};
+
+struct LoadF16x16 {
+  static constexpr int kSize = 2;
+  GANTRY_VNNI512 static __m512 Load(const uint8_t* row, int c, __mmask16 m) {
+    return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(m, row + 2 * c));
+  }
+};
+
+// (Not _mm512_reduce_add_ps nor casts: GCC 12's warn about their undefined upper parts.)
+GANTRY_VNNI512 inline float HorizontalSum512(__m512 v) {
+  const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0));
+  const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1));
+  return HorizontalSum(_mm256_add_ps(lo, hi));
+}
+
+template <class L, int RM, int RN>
+GANTRY_VNNI512 void FloatTile512(const TileArgs& a) {
+  const Matrix& w = *a.w;
+  const uint8_t* rows[RM];
+  const float* xs[RN];
+  __m512 acc[RM][RN];
+  TileOperands(a, rows, xs, acc);
+  for (int c = 0; c < w.cols; c += 16) {
+    const __mmask16 m = w.cols - c >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (w.cols - c)) - 1);
+    __m512 xv[RN];
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) xv[j] = _mm512_maskz_loadu_ps(m, xs[j] + c);
+    GANTRY_UNROLL
+    for (int i = 0; i < RM; ++i) {
+      // As FloatTile: decoding prefetches the next row tile.
+      if (RN == 1 && (c * L::kSize) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[i] + RM * w.row_bytes + c * L::kSize), _MM_HINT_T0);
+      }
+      const __m512 wv = L::Load(rows[i], c, m);
+      GANTRY_UNROLL
+      for (int j = 0; j < RN; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+  }
+  GANTRY_UNROLL
+  for (int i = 0; i < RM; ++i)
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) a.y[(a.t + j) * a.ldy + a.r + i] = HorizontalSum512(acc[i][j]);
+}
+
 // ---- Softmax and SwiGLU ------------------------------------------------------------
 
 // e^x, 8 lanes: x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2 (ln2 in two
@@ -940,6 +996,10 @@ template <class K, int RM, int RN>
 struct VnniKQuantTileRunner {
   GANTRY_VNNI static void Run(const TileArgs& a) { vnni_kquant::KQuantTile<K, RM, RN>(a); }
 };
+template <class L, int RM, int RN>
+struct FloatTile512Runner {
+  GANTRY_VNNI512 static void Run(const TileArgs& a) { FloatTile512<L, RM, RN>(a); }
+};
 template <class B, int RM, int RN>
 struct VnniTileRunner {
   GANTRY_VNNI static void Run(const TileArgs& a) { VnniTile<B, RM, RN>(a); }
@@ -956,6 +1016,8 @@ constexpr TileTable<KQuantTileRunner, BlockQ6_K, kKQuantRM, kKQuantRN> kQ6_KTile
 constexpr TileTable<VnniKQuantTileRunner, BlockQ4_K, kVnniKQuantRM, kVnniKQuantRN> kQ4_KVnniTiles;
 constexpr TileTable<VnniKQuantTileRunner, BlockQ5_K, kVnniKQuantRM, kVnniKQuantRN> kQ5_KVnniTiles;
 constexpr TileTable<VnniKQuantTileRunner, BlockQ6_K, kVnniKQuantRM, kVnniKQuantRN> kQ6_KVnniTiles;
+constexpr TileTable<FloatTile512Runner, LoadF32x16, kVnniRM, kVnniRN> kF32VnniTiles;
+constexpr TileTable<FloatTile512Runner, LoadF16x16, kVnniRM, kVnniRN> kF16VnniTiles;
 constexpr TileTable<VnniTileRunner, BlockQ8_0, kVnniRM, kVnniRN> kQ8_0VnniTiles;
 constexpr TileTable<VnniTileRunner, BlockQ4_0, kVnniRM, kVnniRN> kQ4_0VnniTiles;
 
@@ -1009,6 +1071,12 @@ void MatMul(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float
 
 void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float* y, size_t ldy, int row_begin,
                 int row_end) {
+  if (w.type == TensorType::kF32) {
+    return RunTiles(kF32VnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kF16) {
+    return RunTiles(kF16VnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
+  }
   if (w.type == TensorType::kQ8_0 && w.packed) {
     return MatMulPacked(kPackedQ8Tiles.fn, 32, kPackedQ8BlockBytes, 1, &Q8Corrections, w, x, x_stride, n_tok, y,
                         ldy, row_begin, row_end);
