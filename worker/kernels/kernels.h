@@ -14,11 +14,11 @@
 // Variants: "portable" (kernels.cc, plain loops, any CPU; for the K-quants the
 // reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
 // "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
-// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0 and Q4_K weights
-// repacked at load into 16-row interleaved groups for 512-bit tiles, layouts below;
-// F32 and F16 products on 512-bit vectors).
-// kernels_test.cc holds each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products
-// as the reference forms them), and the prepared activations bit for bit.
+// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0, Q4_0 and Q4_K
+// weights repacked at load into 16-row interleaved groups for 512-bit tiles, layouts
+// below; F32 and F16 products on 512-bit vectors). kernels_test.cc holds each against
+// the reference: every output within 1e-5 of sum_i |w_i x_i| (the products as the
+// reference forms them), and the prepared activations bit for bit.
 //
 // Thread-safety: pure functions; Kernels() is initialised once, thread-safely.
 #ifndef GANTRY_WORKER_KERNELS_KERNELS_H_
@@ -78,7 +78,7 @@ struct KernelSet {
 };
 
 // Layout of the avx512vnni set's packed Q8_0 ("Q8_0x16"), the same bytes per row as
-// Q8_0: rows in groups of 16 (the last padded with zero rows); group g, for each
+// Q8_0: rows in groups of 16 (the last padded with zero bytes); group g, for each
 // 32-block b in order, holds 544 bytes: the 16 rows' fp16 scales (row 16g + i at 2i),
 // then for k = 0..7 and i = 0..15 the 4 values 4k .. 4k+3 of row 16g + i's block, each
 // plus 128 as an unsigned byte. One 512-bit vpdpbusd with 4 activation bytes broadcast
@@ -87,8 +87,14 @@ struct KernelSet {
 constexpr int kPackedQ8Rows = 16;
 constexpr int kPackedQ8BlockBytes = 2 * kPackedQ8Rows + 32 * kPackedQ8Rows;
 
+// Its packed Q4_0 ("Q4_0x16"), 18 bytes per row and block as Q4_0: 16-row groups as
+// above; per 32-block 288 bytes: the 16 fp16 scales, then for k = 0..3 and row i the
+// block's bytes 4k .. 4k + 3 (low nibbles: values 4k .., high: 16 + 4k ..; codes
+// 0..15, value = code - 8) at 64k + 4i.
+constexpr int kPackedQ4_0BlockBytes = 2 * kPackedQ8Rows + 16 * kPackedQ8Rows;
+
 // Layout of its packed Q4_K ("Q4_Kx16"), 148 bytes per row and super-block against
-// Q4_K's 144: rows in groups of 16 as above (padding rows all zero); group g, for each
+// Q4_K's 144: rows in groups of 16 as above; group g, for each
 // 256-value super-block in order, holds 2368 bytes: the 16 rows' fp16 d (row i at 2i),
 // their fp16 dmin, the 6-bit group scales (group G of row i at 16G + i, 128 bytes),
 // the 6-bit mins in pairs (groups 2P, 2P + 1 of row i at 32P + 2i, 2i + 1, 128 bytes),

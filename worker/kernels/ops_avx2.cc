@@ -513,7 +513,7 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
   StoreTile(a, acc);
 }
 
-// ---- Packed weights (kernels.h "Q8_0x16", "Q4_Kx16"), 512-bit AVX512-VNNI --------
+// ---- Packed weights (kernels.h "Q8_0x16", "Q4_0x16", "Q4_Kx16"), 512-bit VNNI -----
 //
 // One tile: a group of 16 weight rows (one zmm of sums per token) x RN tokens; the 16
 // results of a token are adjacent outputs, stored with one masked store.
@@ -521,7 +521,8 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
 //     k one load of the 16 rows' bytes (w + 128), used by RN vpdpbusd with the token's
 //     4 bytes broadcast; each token's int32 sums start at -128 * sum(x of the block),
 //     so they end as the exact signed dots; one convert, one multiply by d_x and one
-//     FMA by the rows' d_w then serve all 16 rows.
+//     FMA by the rows' d_w then serve all 16 rows. Q4_0x16 the same with the codes
+//     (0..15) as nibble pairs, two 4-value steps per load, sums from -8 * sum(x).
 //   Q4_Kx16, per 256-value super-block: per group of 32 values, 4 loads of 64 bytes
 //     (two 4-value steps each, as low and high nibbles: codes 0..15, unsigned, so no
 //     correction) and 8 vpdpbusd per token give the 16 rows' exact integer dots, which
@@ -541,6 +542,9 @@ size_t PackedBytesVnni(const Matrix& w) {
   if (w.type == TensorType::kQ8_0 && w.cols % 32 == 0) {
     return groups * static_cast<size_t>(w.cols / 32) * kPackedQ8BlockBytes;
   }
+  if (w.type == TensorType::kQ4_0 && w.cols % 32 == 0) {
+    return groups * static_cast<size_t>(w.cols / 32) * kPackedQ4_0BlockBytes;
+  }
   if (w.type == TensorType::kQ4_K && w.cols % 256 == 0) {
     return groups * static_cast<size_t>(w.cols / 256) * kPackedQ4KBlockBytes;
   }
@@ -548,59 +552,63 @@ size_t PackedBytesVnni(const Matrix& w) {
 }
 
 // Plain loops (no vector code of their own): the layouts as kernels.h describes them.
-// Padding rows are all zero bytes but for Q8_0's values (128: the value 0).
-void PackQ8_0(const Matrix& w, uint8_t* out) {
-  const int blocks = w.cols / 32;
+// Calls pack(o, block, i) for row i of each 16-row group and each of its blocks: o the
+// packed block (zeroed first), block the row's original one. Padding rows stay zero
+// bytes (their lanes are computed but never stored).
+template <class F>
+void PackBlocks(const Matrix& w, int block_values, int block_bytes, int packed_bytes, uint8_t* out, const F& pack) {
+  const int blocks = w.cols / block_values;
   const int groups = (w.rows + kPackedQ8Rows - 1) / kPackedQ8Rows;
   for (int g = 0; g < groups; ++g) {
     for (int b = 0; b < blocks; ++b) {
-      uint8_t* o = out + (static_cast<size_t>(g) * blocks + b) * kPackedQ8BlockBytes;
-      for (int i = 0; i < kPackedQ8Rows; ++i) {
-        const int r = g * kPackedQ8Rows + i;
-        const uint8_t* block = r < w.rows ? w.data + static_cast<size_t>(r) * w.row_bytes + b * 34 : nullptr;
-        o[2 * i] = block ? block[0] : 0;
-        o[2 * i + 1] = block ? block[1] : 0;
-        for (int j = 0; j < 32; ++j) {
-          const int value = block ? static_cast<int8_t>(block[2 + j]) : 0;
-          o[2 * kPackedQ8Rows + 64 * (j / 4) + 4 * i + j % 4] = static_cast<uint8_t>(value + 128);
-        }
+      uint8_t* o = out + (static_cast<size_t>(g) * blocks + b) * packed_bytes;
+      std::memset(o, 0, packed_bytes);
+      for (int i = 0; i < kPackedQ8Rows && g * kPackedQ8Rows + i < w.rows; ++i) {
+        pack(o, w.data + static_cast<size_t>(g * kPackedQ8Rows + i) * w.row_bytes + b * block_bytes, i);
       }
     }
   }
 }
 
+void PackQ8_0(const Matrix& w, uint8_t* out) {
+  PackBlocks(w, 32, 34, kPackedQ8BlockBytes, out, [](uint8_t* o, const uint8_t* block, int i) {
+    std::memcpy(o + 2 * i, block, 2);
+    for (int j = 0; j < 32; ++j) {
+      o[2 * kPackedQ8Rows + 64 * (j / 4) + 4 * i + j % 4] = static_cast<uint8_t>(static_cast<int8_t>(block[2 + j]) + 128);
+    }
+  });
+}
+
+// Q4_0's bytes already pair value j (low nibble) with value 16 + j (high nibble).
+void PackQ4_0(const Matrix& w, uint8_t* out) {
+  PackBlocks(w, 32, 18, kPackedQ4_0BlockBytes, out, [](uint8_t* o, const uint8_t* block, int i) {
+    std::memcpy(o + 2 * i, block, 2);
+    for (int k = 0; k < 4; ++k) std::memcpy(o + 2 * kPackedQ8Rows + 64 * k + 4 * i, block + 2 + 4 * k, 4);
+  });
+}
+
 void PackQ4_K(const Matrix& w, uint8_t* out) {
-  const int blocks = w.cols / 256;
-  const int groups = (w.rows + kPackedQ8Rows - 1) / kPackedQ8Rows;
   gguf::KQuantBlock kb;
-  for (int g = 0; g < groups; ++g) {
-    for (int b = 0; b < blocks; ++b) {
-      uint8_t* o = out + (static_cast<size_t>(g) * blocks + b) * kPackedQ4KBlockBytes;
-      std::memset(o, 0, kPackedQ4KBlockBytes);
-      for (int i = 0; i < kPackedQ8Rows; ++i) {
-        const int r = g * kPackedQ8Rows + i;
-        if (r >= w.rows) break;
-        const uint8_t* block = w.data + static_cast<size_t>(r) * w.row_bytes + b * 144;
-        gguf::UnpackKQuantBlock(block, TensorType::kQ4_K, &kb);
-        std::memcpy(o + 2 * i, block, 2);                 // d
-        std::memcpy(o + kQ4KxDmin + 2 * i, block + 2, 2);  // dmin
-        for (int grp = 0; grp < 8; ++grp) {
-          o[kQ4KxScales + kPackedQ8Rows * grp + i] = static_cast<uint8_t>(kb.scale[grp]);
-          o[kQ4KxMins + 2 * kPackedQ8Rows * (grp / 2) + 2 * i + grp % 2] = static_cast<uint8_t>(kb.min[grp]);
-          for (int k = 0; k < 4; ++k) {
-            for (int v = 0; v < 4; ++v) {
-              const int lo = kb.q[32 * grp + 4 * k + v], hi = kb.q[32 * grp + 16 + 4 * k + v];
-              o[kQ4KxCodes + 256 * grp + 64 * k + 4 * i + v] = static_cast<uint8_t>(lo | hi << 4);
-            }
-          }
+  PackBlocks(w, 256, 144, kPackedQ4KBlockBytes, out, [&kb](uint8_t* o, const uint8_t* block, int i) {
+    gguf::UnpackKQuantBlock(block, TensorType::kQ4_K, &kb);
+    std::memcpy(o + 2 * i, block, 2);                 // d
+    std::memcpy(o + kQ4KxDmin + 2 * i, block + 2, 2);  // dmin
+    for (int grp = 0; grp < 8; ++grp) {
+      o[kQ4KxScales + kPackedQ8Rows * grp + i] = static_cast<uint8_t>(kb.scale[grp]);
+      o[kQ4KxMins + 2 * kPackedQ8Rows * (grp / 2) + 2 * i + grp % 2] = static_cast<uint8_t>(kb.min[grp]);
+      for (int k = 0; k < 4; ++k) {
+        for (int v = 0; v < 4; ++v) {
+          const int lo = kb.q[32 * grp + 4 * k + v], hi = kb.q[32 * grp + 16 + 4 * k + v];
+          o[kQ4KxCodes + 256 * grp + 64 * k + 4 * i + v] = static_cast<uint8_t>(lo | hi << 4);
         }
       }
     }
-  }
+  });
 }
 
 void PackVnni(const Matrix& w, uint8_t* out) {
   if (w.type == TensorType::kQ8_0) PackQ8_0(w, out);
+  else if (w.type == TensorType::kQ4_0) PackQ4_0(w, out);
   else PackQ4_K(w, out);
 }
 
@@ -633,18 +641,21 @@ GANTRY_VNNI512 __attribute__((always_inline)) inline void PackedTileStart(const 
   }
 }
 
-template <int RN>
+// kQ4: Q4_0x16 (nibble pairs, sums starting at -8 * sum(x)); else Q8_0x16.
+template <bool kQ4, int RN>
 GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
+  constexpr int kBlockBytes = kQ4 ? kPackedQ4_0BlockBytes : kPackedQ8BlockBytes;
   const Q8Block* xs[RN];
   __m512 acc[RN];
   PackedTileStart(a, xs, acc);
+  const __m512i low = _mm512_set1_epi8(0x0F);
   for (int b = 0; b < a.blocks; ++b) {
-    const uint8_t* p = a.group + static_cast<size_t>(b) * kPackedQ8BlockBytes;
+    const uint8_t* p = a.group + static_cast<size_t>(b) * kBlockBytes;
     if (RN == 1) {
       // Decoding streams the weights once: fetch a few blocks ahead.
       GANTRY_UNROLL
-      for (int o = 0; o < kPackedQ8BlockBytes; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + 6 * kPackedQ8BlockBytes + o), _MM_HINT_T0);
+      for (int o = 0; o < kBlockBytes; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + 6 * kBlockBytes + o), _MM_HINT_T0);
       }
     }
     // (maskz forms: GCC 12's plain ones warn about their undefined passthrough.)
@@ -653,10 +664,20 @@ GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
     GANTRY_UNROLL
     for (int j = 0; j < RN; ++j) sums[j] = _mm512_set1_epi32(a.extra[j * a.extra_stride + b]);
     GANTRY_UNROLL
-    for (int k = 0; k < 8; ++k) {
-      const __m512i wk = _mm512_loadu_si512(p + 2 * kPackedQ8Rows + 64 * k);
-      GANTRY_UNROLL
-      for (int j = 0; j < RN; ++j) sums[j] = _mm512_dpbusd_epi32(sums[j], wk, _mm512_set1_epi32(Load4(xs[j][b].q + 4 * k)));
+    for (int k = 0; k < (kQ4 ? 4 : 8); ++k) {
+      const __m512i raw = _mm512_loadu_si512(p + 2 * kPackedQ8Rows + 64 * k);
+      if constexpr (kQ4) {
+        const __m512i w_lo = _mm512_and_si512(raw, low);                        // values 4k ..
+        const __m512i w_hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // values 16 + 4k ..
+        GANTRY_UNROLL
+        for (int j = 0; j < RN; ++j) {
+          sums[j] = _mm512_dpbusd_epi32(sums[j], w_lo, _mm512_set1_epi32(Load4(xs[j][b].q + 4 * k)));
+          sums[j] = _mm512_dpbusd_epi32(sums[j], w_hi, _mm512_set1_epi32(Load4(xs[j][b].q + 16 + 4 * k)));
+        }
+      } else {
+        GANTRY_UNROLL
+        for (int j = 0; j < RN; ++j) sums[j] = _mm512_dpbusd_epi32(sums[j], raw, _mm512_set1_epi32(Load4(xs[j][b].q + 4 * k)));
+      }
     }
     GANTRY_UNROLL
     for (int j = 0; j < RN; ++j) {
@@ -727,8 +748,9 @@ GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
   for (int j = 0; j < RN; ++j) _mm512_mask_storeu_ps(a.y + j * a.ldy, a.rows, acc[j]);
 }
 
-// Q8_0: -128 * sum(x) of each 32-block: sad against zero of x + 128 sums the 32 biased
-// bytes; -128 * (that - 32 * 128).
+// -kOffset * sum(x) of each 32-block (Q8_0: 128, the bias of its packed values; Q4_0:
+// 8): sad against zero of x + 128 sums the 32 biased bytes, less 32 * 128.
+template <int kOffset>
 GANTRY_VNNI512 void Q8Corrections(const uint8_t* x, size_t x_stride, int n_tok, int blocks, int32_t* out) {
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int t = 0; t < n_tok; ++t) {
@@ -738,7 +760,7 @@ GANTRY_VNNI512 void Q8Corrections(const uint8_t* x, size_t x_stride, int n_tok, 
       const __m256i s = _mm256_sad_epu8(q, _mm256_setzero_si256());
       const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
       const int biased = _mm_cvtsi128_si32(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2)));
-      out[t * blocks + b] = -128 * (biased - 32 * 128);
+      out[t * blocks + b] = -kOffset * (biased - 32 * 128);
     }
   }
 }
@@ -771,13 +793,18 @@ struct PackedTileTable {
 };
 template <int RN>
 struct PackedQ8Runner {
-  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ8Tile<RN>(a); }
+  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ8Tile<false, RN>(a); }
+};
+template <int RN>
+struct PackedQ4_0Runner {
+  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ8Tile<true, RN>(a); }
 };
 template <int RN>
 struct PackedQ4KRunner {
   GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ4KTile<RN>(a); }
 };
 constexpr PackedTileTable<PackedQ8Runner, kPackedRN> kPackedQ8Tiles;
+constexpr PackedTileTable<PackedQ4_0Runner, kPackedRN> kPackedQ4_0Tiles;
 constexpr PackedTileTable<PackedQ4KRunner, kPackedQ4KRN> kPackedQ4KTiles;
 
 // Rows in 16-row groups, tokens in passes whose prepared rows stay in L2 (about
@@ -1078,8 +1105,12 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
     return RunTiles(kF16VnniTiles.fn, w, x, x_stride, n_tok, y, ldy, row_begin, row_end);
   }
   if (w.type == TensorType::kQ8_0 && w.packed) {
-    return MatMulPacked(kPackedQ8Tiles.fn, 32, kPackedQ8BlockBytes, 1, &Q8Corrections, w, x, x_stride, n_tok, y,
-                        ldy, row_begin, row_end);
+    return MatMulPacked(kPackedQ8Tiles.fn, 32, kPackedQ8BlockBytes, 1, &Q8Corrections<128>, w, x, x_stride, n_tok,
+                        y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ4_0 && w.packed) {
+    return MatMulPacked(kPackedQ4_0Tiles.fn, 32, kPackedQ4_0BlockBytes, 1, &Q8Corrections<8>, w, x, x_stride, n_tok,
+                        y, ldy, row_begin, row_end);
   }
   if (w.type == TensorType::kQ4_K && w.packed) {
     return MatMulPacked(kPackedQ4KTiles.fn, 256, kPackedQ4KBlockBytes, 4, &Q4KGroupSums, w, x, x_stride, n_tok, y,
