@@ -14,11 +14,11 @@
 // Variants: "portable" (kernels.cc, plain loops, any CPU; for the K-quants the
 // reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
 // "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
-// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0, Q4_0 and Q4_K
-// weights repacked at load into 16-row interleaved groups for 512-bit tiles, layouts
-// below; F32 and F16 products on 512-bit vectors). kernels_test.cc holds each against
-// the reference: every output within 1e-5 of sum_i |w_i x_i| (the products as the
-// reference forms them), and the prepared activations bit for bit.
+// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0, Q4_0, Q4_K and
+// Q6_K weights repacked at load into 16-row interleaved groups for 512-bit tiles,
+// layouts below; F32 and F16 products on 512-bit vectors). kernels_test.cc holds each
+// against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products as
+// the reference forms them), and the prepared activations bit for bit.
 //
 // Thread-safety: pure functions; Kernels() is initialised once, thread-safely.
 #ifndef GANTRY_WORKER_KERNELS_KERNELS_H_
@@ -102,6 +102,15 @@ constexpr int kPackedQ4_0BlockBytes = 2 * kPackedQ8Rows + 16 * kPackedQ8Rows;
 // 256G + 64k + 4i whose low nibbles are values 32G + 4k .. 32G + 4k + 3 and high
 // nibbles values 32G + 16 + 4k .. 32G + 16 + 4k + 3 of that row.
 constexpr int kPackedQ4KBlockBytes = 4 * kPackedQ8Rows + 16 * kPackedQ8Rows + 128 * kPackedQ8Rows;
+
+// Its packed Q6_K ("Q6_Kx16"), 210 bytes per row and super-block as Q6_K: 16-row groups
+// as above; per super-block 3360 bytes: the 16 rows' fp16 d, the int8 scales of the 16
+// groups of 16 values (group G of row i at 32 + 16G + i), then the codes c = q + 32
+// (0..63) of 32-value pair P (values 32P ..) in two parts: at 288 + 256P + 64k + 4i + v
+// the low 4 bits of value 32P + 4k + v (low nibble) and of 32P + 16 + 4k + v (high
+// nibble), and at 2336 + 128P + 64h + 4i + v the top 2 bits of value
+// 32P + 16h + 4k + v in bits 2k, 2k + 1 (k = 0..3).
+constexpr int kPackedQ6KBlockBytes = 2 * kPackedQ8Rows + 16 * kPackedQ8Rows + 192 * kPackedQ8Rows;
 
 // Plain loops; bit-identical prepared activations, and the reference's summation order.
 const KernelSet& PortableKernels();

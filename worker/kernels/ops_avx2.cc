@@ -513,7 +513,7 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
   StoreTile(a, acc);
 }
 
-// ---- Packed weights (kernels.h "Q8_0x16", "Q4_0x16", "Q4_Kx16"), 512-bit VNNI -----
+// ---- Packed weights (kernels.h "Q8_0x16", "Q4_0x16", "Q4_Kx16", "Q6_Kx16") -------
 //
 // One tile: a group of 16 weight rows (one zmm of sums per token) x RN tokens; the 16
 // results of a token are adjacent outputs, stored with one masked store.
@@ -529,12 +529,19 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
 //     are converted and scaled by the group scales (6-bit integers, exact in float);
 //     the mins meet the activations' group sums in integers (4 vpdpwssd of int16
 //     pairs); then d_x * (d_w * scaled - dmin_w * mins).
+//   Q6_Kx16: as Q4_Kx16 with codes q + 32 (0..63: nibble pairs plus 2-bit planes),
+//     groups of 16 (each pair of groups one 32-value step set, two int32 dots per
+//     token), sums starting at -32 * sum(x of the group); no mins.
 #define GANTRY_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
 // Offsets inside one Q4_Kx16 super-block of a group (kernels.h).
 constexpr int kQ4KxDmin = 2 * kPackedQ8Rows, kQ4KxScales = 4 * kPackedQ8Rows;
 constexpr int kQ4KxMins = kQ4KxScales + 8 * kPackedQ8Rows, kQ4KxCodes = kQ4KxMins + 8 * kPackedQ8Rows;
 static_assert(kQ4KxCodes + 128 * kPackedQ8Rows == kPackedQ4KBlockBytes, "Q4_Kx16 layout");
+// And inside one Q6_Kx16 super-block.
+constexpr int kQ6KxScales = 2 * kPackedQ8Rows, kQ6KxLow = kQ6KxScales + 16 * kPackedQ8Rows;
+constexpr int kQ6KxHigh = kQ6KxLow + 128 * kPackedQ8Rows;
+static_assert(kQ6KxHigh + 64 * kPackedQ8Rows == kPackedQ6KBlockBytes, "Q6_Kx16 layout");
 
 size_t PackedBytesVnni(const Matrix& w) {
   const size_t groups = (static_cast<size_t>(w.rows) + kPackedQ8Rows - 1) / kPackedQ8Rows;
@@ -547,6 +554,9 @@ size_t PackedBytesVnni(const Matrix& w) {
   }
   if (w.type == TensorType::kQ4_K && w.cols % 256 == 0) {
     return groups * static_cast<size_t>(w.cols / 256) * kPackedQ4KBlockBytes;
+  }
+  if (w.type == TensorType::kQ6_K && w.cols % 256 == 0) {
+    return groups * static_cast<size_t>(w.cols / 256) * kPackedQ6KBlockBytes;
   }
   return 0;
 }
@@ -606,9 +616,29 @@ void PackQ4_K(const Matrix& w, uint8_t* out) {
   });
 }
 
+void PackQ6_K(const Matrix& w, uint8_t* out) {
+  gguf::KQuantBlock kb;
+  PackBlocks(w, 256, 210, kPackedQ6KBlockBytes, out, [&kb](uint8_t* o, const uint8_t* block, int i) {
+    gguf::UnpackKQuantBlock(block, TensorType::kQ6_K, &kb);
+    std::memcpy(o + 2 * i, block + 208, 2);  // d
+    for (int g = 0; g < 16; ++g) o[kQ6KxScales + kPackedQ8Rows * g + i] = static_cast<uint8_t>(kb.scale[g]);
+    for (int pair = 0; pair < 8; ++pair) {
+      for (int k = 0; k < 4; ++k) {
+        for (int v = 0; v < 4; ++v) {
+          const int lo = kb.q[32 * pair + 4 * k + v] + 32, hi = kb.q[32 * pair + 16 + 4 * k + v] + 32;  // 0..63
+          o[kQ6KxLow + 256 * pair + 64 * k + 4 * i + v] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
+          o[kQ6KxHigh + 128 * pair + 4 * i + v] |= static_cast<uint8_t>((lo >> 4) << (2 * k));
+          o[kQ6KxHigh + 128 * pair + 64 + 4 * i + v] |= static_cast<uint8_t>((hi >> 4) << (2 * k));
+        }
+      }
+    }
+  });
+}
+
 void PackVnni(const Matrix& w, uint8_t* out) {
   if (w.type == TensorType::kQ8_0) PackQ8_0(w, out);
   else if (w.type == TensorType::kQ4_0) PackQ4_0(w, out);
+  else if (w.type == TensorType::kQ6_K) PackQ6_K(w, out);
   else PackQ4_K(w, out);
 }
 
@@ -641,6 +671,18 @@ GANTRY_VNNI512 __attribute__((always_inline)) inline void PackedTileStart(const 
   }
 }
 
+// Block b of a tile's packed group. Decoding (one token) streams the weights once:
+// fetch kAhead blocks on.
+template <int RN, int kBytes, int kAhead>
+GANTRY_VNNI512 __attribute__((always_inline)) inline const uint8_t* PackedBlock(const PackedTileArgs& a, int b) {
+  const uint8_t* p = a.group + static_cast<size_t>(b) * kBytes;
+  if (RN == 1) {
+    GANTRY_UNROLL
+    for (int o = 0; o < kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead * kBytes + o), _MM_HINT_T0);
+  }
+  return p;
+}
+
 // kQ4: Q4_0x16 (nibble pairs, sums starting at -8 * sum(x)); else Q8_0x16.
 template <bool kQ4, int RN>
 GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
@@ -650,14 +692,7 @@ GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
   PackedTileStart(a, xs, acc);
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int b = 0; b < a.blocks; ++b) {
-    const uint8_t* p = a.group + static_cast<size_t>(b) * kBlockBytes;
-    if (RN == 1) {
-      // Decoding streams the weights once: fetch a few blocks ahead.
-      GANTRY_UNROLL
-      for (int o = 0; o < kBlockBytes; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + 6 * kBlockBytes + o), _MM_HINT_T0);
-      }
-    }
+    const uint8_t* p = PackedBlock<RN, kBlockBytes, 6>(a, b);
     // (maskz forms: GCC 12's plain ones warn about their undefined passthrough.)
     const __m512 wd = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     __m512i sums[RN];
@@ -689,6 +724,29 @@ GANTRY_VNNI512 void PackedQ8Tile(const PackedTileArgs& a) {
   for (int j = 0; j < RN; ++j) _mm512_mask_storeu_ps(a.y + j * a.ldy, a.rows, acc[j]);
 }
 
+// For each token j: lo[j] += w_lo . its activations at q .. q + 3 (broadcast to every
+// row) and hi[j] += w_hi . those at q + 16 .. q + 19, q = block b's values + offset
+// (the two nibbles of a packed K-quant step). lo and hi may be the same sums.
+template <int RN>
+GANTRY_VNNI512 __attribute__((always_inline)) inline void DotNibblePair(const Q8KBlock* const (&xs)[RN], int b,
+                                                                        int offset, __m512i w_lo, __m512i w_hi,
+                                                                        __m512i (&lo)[RN], __m512i (&hi)[RN]) {
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) {
+    const int8_t* q = xs[j][b].q + offset;
+    lo[j] = _mm512_dpbusd_epi32(lo[j], w_lo, _mm512_set1_epi32(Load4(q)));
+    hi[j] = _mm512_dpbusd_epi32(hi[j], w_hi, _mm512_set1_epi32(Load4(q + 16)));
+  }
+}
+
+// 16 bytes (kSigned: int8, else uint8) as 16 floats.
+template <bool kSigned>
+GANTRY_VNNI512 __attribute__((always_inline)) inline __m512 BytesToFloat(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm512_maskz_cvtepi32_ps(0xFFFF, kSigned ? _mm512_maskz_cvtepi8_epi32(0xFFFF, v)
+                                                  : _mm512_maskz_cvtepu8_epi32(0xFFFF, v));
+}
+
 template <int RN>
 GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
   const Q8KBlock* xs[RN];
@@ -696,16 +754,8 @@ GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
   PackedTileStart(a, xs, acc);
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int b = 0; b < a.blocks; ++b) {
-    const uint8_t* p = a.group + static_cast<size_t>(b) * kPackedQ4KBlockBytes;
-    if (RN == 1) {
-      GANTRY_UNROLL
-      for (int o = 0; o < kPackedQ4KBlockBytes; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + 2 * kPackedQ4KBlockBytes + o), _MM_HINT_T0);
-      }
-    }
-    __m512 scaled[RN];
-    GANTRY_UNROLL
-    for (int j = 0; j < RN; ++j) scaled[j] = _mm512_setzero_ps();
+    const uint8_t* p = PackedBlock<RN, kPackedQ4KBlockBytes, 2>(a, b);
+    __m512 scaled[RN] = {};  // zeros
     for (int grp = 0; grp < 8; ++grp) {
       __m512i dots[RN];
       GANTRY_UNROLL
@@ -715,15 +765,9 @@ GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
         const __m512i raw = _mm512_loadu_si512(p + kQ4KxCodes + 256 * grp + 64 * k);
         const __m512i w_lo = _mm512_and_si512(raw, low);                      // values 4k ..
         const __m512i w_hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // values 16 + 4k ..
-        GANTRY_UNROLL
-        for (int j = 0; j < RN; ++j) {
-          const int8_t* q = xs[j][b].q + 32 * grp + 4 * k;
-          dots[j] = _mm512_dpbusd_epi32(dots[j], w_lo, _mm512_set1_epi32(Load4(q)));
-          dots[j] = _mm512_dpbusd_epi32(dots[j], w_hi, _mm512_set1_epi32(Load4(q + 16)));
-        }
+        DotNibblePair(xs, b, 32 * grp + 4 * k, w_lo, w_hi, dots, dots);
       }
-      const __m512 sc = _mm512_maskz_cvtepi32_ps(
-          0xFFFF, _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kQ4KxScales + 16 * grp))));
+      const __m512 sc = BytesToFloat<false>(p + kQ4KxScales + 16 * grp);
       GANTRY_UNROLL
       for (int j = 0; j < RN; ++j) scaled[j] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, dots[j]), sc, scaled[j]);
     }
@@ -746,6 +790,64 @@ GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
   }
   GANTRY_UNROLL
   for (int j = 0; j < RN; ++j) _mm512_mask_storeu_ps(a.y + j * a.ldy, a.rows, acc[j]);
+}
+
+template <int RN>
+GANTRY_VNNI512 void PackedQ6KTile(const PackedTileArgs& a) {
+  const Q8KBlock* xs[RN];
+  __m512 acc[RN];
+  PackedTileStart(a, xs, acc);
+  const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
+  for (int b = 0; b < a.blocks; ++b) {
+    const uint8_t* p = PackedBlock<RN, kPackedQ6KBlockBytes, 2>(a, b);
+    __m512 scaled[RN] = {};  // zeros
+    for (int pair = 0; pair < 8; ++pair) {
+      // Groups 2 pair (values 32 pair + 4k ..) and 2 pair + 1 (32 pair + 16 + 4k ..).
+      const int32_t* corr = a.extra + 16 * b + 2 * pair;  // -32 * sum(x) per group
+      __m512i dot_lo[RN], dot_hi[RN];
+      GANTRY_UNROLL
+      for (int j = 0; j < RN; ++j) {
+        dot_lo[j] = _mm512_set1_epi32(corr[j * a.extra_stride]);
+        dot_hi[j] = _mm512_set1_epi32(corr[j * a.extra_stride + 1]);
+      }
+      const __m512i high_lo = _mm512_loadu_si512(p + kQ6KxHigh + 128 * pair);
+      const __m512i high_hi = _mm512_loadu_si512(p + kQ6KxHigh + 128 * pair + 64);
+      GANTRY_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        const __m512i raw = _mm512_loadu_si512(p + kQ6KxLow + 256 * pair + 64 * k);
+        // Bits 2k, 2k + 1 of the high bytes moved to bits 4, 5 (0x30), or-ed with the nibble.
+        const __m512i h_lo = k == 0 ? _mm512_slli_epi16(high_lo, 4) : k == 1 ? _mm512_slli_epi16(high_lo, 2)
+                             : k == 2 ? high_lo : _mm512_srli_epi16(high_lo, 2);
+        const __m512i h_hi = k == 0 ? _mm512_slli_epi16(high_hi, 4) : k == 1 ? _mm512_slli_epi16(high_hi, 2)
+                             : k == 2 ? high_hi : _mm512_srli_epi16(high_hi, 2);
+        const __m512i w_lo = _mm512_or_si512(_mm512_and_si512(raw, low), _mm512_and_si512(h_lo, top));
+        const __m512i w_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low), _mm512_and_si512(h_hi, top));
+        DotNibblePair(xs, b, 32 * pair + 4 * k, w_lo, w_hi, dot_lo, dot_hi);
+      }
+      const __m512 sc_lo = BytesToFloat<true>(p + kQ6KxScales + 32 * pair);
+      const __m512 sc_hi = BytesToFloat<true>(p + kQ6KxScales + 32 * pair + 16);
+      GANTRY_UNROLL
+      for (int j = 0; j < RN; ++j) {
+        scaled[j] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, dot_lo[j]), sc_lo, scaled[j]);
+        scaled[j] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, dot_hi[j]), sc_hi, scaled[j]);
+      }
+    }
+    const __m512 d = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    GANTRY_UNROLL
+    for (int j = 0; j < RN; ++j) acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, scaled[j]), _mm512_set1_ps(xs[j][b].d), acc[j]);
+  }
+  GANTRY_UNROLL
+  for (int j = 0; j < RN; ++j) _mm512_mask_storeu_ps(a.y + j * a.ldy, a.rows, acc[j]);
+}
+
+// Q6_K: -32 * the sum of each group of 16 activations (bsums), for codes q + 32.
+GANTRY_VNNI512 void Q6KCorrections(const uint8_t* x, size_t x_stride, int n_tok, int blocks, int32_t* out) {
+  for (int t = 0; t < n_tok; ++t) {
+    const Q8KBlock* xb = reinterpret_cast<const Q8KBlock*>(x + t * x_stride);
+    for (int b = 0; b < blocks; ++b) {
+      for (int g = 0; g < 16; ++g) out[16 * (t * blocks + b) + g] = -32 * xb[b].bsums[g];
+    }
+  }
 }
 
 // -kOffset * sum(x) of each 32-block (Q8_0: 128, the bias of its packed values; Q4_0:
@@ -780,6 +882,7 @@ GANTRY_VNNI512 void Q4KGroupSums(const uint8_t* x, size_t x_stride, int n_tok, i
 
 constexpr int kPackedRN = 8;    // Q8_0: 8 int32 sums + 8 float accumulators
 constexpr int kPackedQ4KRN = 6;  // Q4_K: 6 x (dots, scaled, accumulator)
+constexpr int kPackedQ6KRN = 4;  // Q6_K: 4 x (two dots, scaled, accumulator)
 using PackedTileFn = void (*)(const PackedTileArgs&);
 template <template <int> class Runner, int RN>
 struct PackedTileTable {
@@ -800,12 +903,17 @@ struct PackedQ4_0Runner {
   GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ8Tile<true, RN>(a); }
 };
 template <int RN>
+struct PackedQ6KRunner {
+  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ6KTile<RN>(a); }
+};
+template <int RN>
 struct PackedQ4KRunner {
   GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ4KTile<RN>(a); }
 };
 constexpr PackedTileTable<PackedQ8Runner, kPackedRN> kPackedQ8Tiles;
 constexpr PackedTileTable<PackedQ4_0Runner, kPackedRN> kPackedQ4_0Tiles;
 constexpr PackedTileTable<PackedQ4KRunner, kPackedQ4KRN> kPackedQ4KTiles;
+constexpr PackedTileTable<PackedQ6KRunner, kPackedQ6KRN> kPackedQ6KTiles;
 
 // Rows in 16-row groups, tokens in passes whose prepared rows stay in L2 (about
 // 192 KiB) while each group passes over them and whose per-block extras fit the stack.
@@ -1111,6 +1219,10 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
   if (w.type == TensorType::kQ4_0 && w.packed) {
     return MatMulPacked(kPackedQ4_0Tiles.fn, 32, kPackedQ4_0BlockBytes, 1, &Q8Corrections<8>, w, x, x_stride, n_tok,
                         y, ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ6_K && w.packed) {
+    return MatMulPacked(kPackedQ6KTiles.fn, 256, kPackedQ6KBlockBytes, 16, &Q6KCorrections, w, x, x_stride, n_tok, y,
+                        ldy, row_begin, row_end);
   }
   if (w.type == TensorType::kQ4_K && w.packed) {
     return MatMulPacked(kPackedQ4KTiles.fn, 256, kPackedQ4KBlockBytes, 4, &Q4KGroupSums, w, x, x_stride, n_tok, y,
