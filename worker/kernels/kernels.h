@@ -14,8 +14,8 @@
 // Variants: "portable" (kernels.cc, plain loops, any CPU; for the K-quants the
 // reference's own DotKQuantQ8K), "avx2" (ops_avx2.cc, AVX2 + FMA + F16C) and
 // "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
-// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0, Q4_0, Q4_K and
-// Q6_K weights repacked at load into 16-row interleaved groups for 512-bit tiles,
+// for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0, Q4_0, Q4_K, Q5_K
+// and Q6_K weights repacked at load into 16-row interleaved groups for 512-bit tiles,
 // layouts below; F32 and F16 products on 512-bit vectors). kernels_test.cc holds each
 // against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products as
 // the reference forms them), and the prepared activations bit for bit.
@@ -102,6 +102,12 @@ constexpr int kPackedQ4_0BlockBytes = 2 * kPackedQ8Rows + 16 * kPackedQ8Rows;
 // 256G + 64k + 4i whose low nibbles are values 32G + 4k .. 32G + 4k + 3 and high
 // nibbles values 32G + 16 + 4k .. 32G + 16 + 4k + 3 of that row.
 constexpr int kPackedQ4KBlockBytes = 4 * kPackedQ8Rows + 16 * kPackedQ8Rows + 128 * kPackedQ8Rows;
+
+// Its packed Q5_K ("Q5_Kx16"), 180 bytes per row and super-block against Q5_K's 176:
+// Q4_Kx16's 2368 bytes (nibbles = the codes' low 4 bits) then 512 bytes of fifth bits:
+// at 2368 + 64G + 4i + v, bit k is that of value 32G + 4k + v and bit 4 + k that of
+// value 32G + 16 + 4k + v of row i (k = 0..3).
+constexpr int kPackedQ5KBlockBytes = kPackedQ4KBlockBytes + 32 * kPackedQ8Rows;
 
 // Its packed Q6_K ("Q6_Kx16"), 210 bytes per row and super-block as Q6_K: 16-row groups
 // as above; per super-block 3360 bytes: the 16 rows' fp16 d, the int8 scales of the 16

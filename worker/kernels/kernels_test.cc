@@ -2,8 +2,8 @@
 // Stated tolerance: |y - reference| <= 1e-5 * sum_i |w_i x_i| + 1e-30, every type (F32,
 // F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and set (the same products summed in another
 // order); the portable set is bit-identical to the reference, and every set prepares
-// activations bit for bit as the reference. A set that packs a type (avx512vnni: Q8_0,
-// Q4_0, Q4_K, Q6_K) is checked on its packed layout.
+// activations bit for bit as the reference. A set that packs a type (avx512vnni: all
+// quantized types) is checked on its packed layout.
 #include "worker/kernels/kernels.h"
 
 #include <cmath>
@@ -115,13 +115,14 @@ TEST(KernelsTest, EverySetMatchesTheReference) {
         CheckMatMul(*k, type, 6, 2048, n_tok, seed++);
       }
     }
-    // Packed Q8_0 / Q4_0 / Q4_K / Q6_K: several 16-row groups and a short last one, more tokens than a
+    // Packed Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K: several 16-row groups and a short last one, more tokens than a
     // tile.
     for (int n_tok : {1, 9, 19}) {
       CheckMatMul(*k, TensorType::kQ8_0, 37, 96, n_tok, seed++);
       CheckMatMul(*k, TensorType::kQ4_0, 37, 96, n_tok, seed++);
       CheckMatMul(*k, TensorType::kQ4_K, 37, 512, n_tok, seed++);
       CheckMatMul(*k, TensorType::kQ6_K, 37, 512, n_tok, seed++);
+      CheckMatMul(*k, TensorType::kQ5_K, 37, 512, n_tok, seed++);
     }
     // Float tails: columns not a multiple of the vector width.
     for (int cols : {1, 7, 13, 100}) CheckMatMul(*k, TensorType::kF32, 9, cols, 4, seed++);

@@ -513,7 +513,7 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
   StoreTile(a, acc);
 }
 
-// ---- Packed weights (kernels.h "Q8_0x16", "Q4_0x16", "Q4_Kx16", "Q6_Kx16") -------
+// ---- Packed weights (kernels.h "Q8_0x16", "Q4_0x16", "Q4_Kx16" and the rest) ------
 //
 // One tile: a group of 16 weight rows (one zmm of sums per token) x RN tokens; the 16
 // results of a token are adjacent outputs, stored with one masked store.
@@ -529,6 +529,7 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
 //     are converted and scaled by the group scales (6-bit integers, exact in float);
 //     the mins meet the activations' group sums in integers (4 vpdpwssd of int16
 //     pairs); then d_x * (d_w * scaled - dmin_w * mins).
+//   Q5_Kx16: Q4_Kx16 with the codes' fifth bits or-ed in from a bit plane (0..31).
 //   Q6_Kx16: as Q4_Kx16 with codes q + 32 (0..63: nibble pairs plus 2-bit planes),
 //     groups of 16 (each pair of groups one 32-value step set, two int32 dots per
 //     token), sums starting at -32 * sum(x of the group); no mins.
@@ -538,6 +539,8 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
 constexpr int kQ4KxDmin = 2 * kPackedQ8Rows, kQ4KxScales = 4 * kPackedQ8Rows;
 constexpr int kQ4KxMins = kQ4KxScales + 8 * kPackedQ8Rows, kQ4KxCodes = kQ4KxMins + 8 * kPackedQ8Rows;
 static_assert(kQ4KxCodes + 128 * kPackedQ8Rows == kPackedQ4KBlockBytes, "Q4_Kx16 layout");
+constexpr int kQ5KxFifth = kPackedQ4KBlockBytes;  // Q5_Kx16: the fifth bits after Q4_Kx16's bytes
+static_assert(kQ5KxFifth + 32 * kPackedQ8Rows == kPackedQ5KBlockBytes, "Q5_Kx16 layout");
 // And inside one Q6_Kx16 super-block.
 constexpr int kQ6KxScales = 2 * kPackedQ8Rows, kQ6KxLow = kQ6KxScales + 16 * kPackedQ8Rows;
 constexpr int kQ6KxHigh = kQ6KxLow + 128 * kPackedQ8Rows;
@@ -554,6 +557,9 @@ size_t PackedBytesVnni(const Matrix& w) {
   }
   if (w.type == TensorType::kQ4_K && w.cols % 256 == 0) {
     return groups * static_cast<size_t>(w.cols / 256) * kPackedQ4KBlockBytes;
+  }
+  if (w.type == TensorType::kQ5_K && w.cols % 256 == 0) {
+    return groups * static_cast<size_t>(w.cols / 256) * kPackedQ5KBlockBytes;
   }
   if (w.type == TensorType::kQ6_K && w.cols % 256 == 0) {
     return groups * static_cast<size_t>(w.cols / 256) * kPackedQ6KBlockBytes;
@@ -597,10 +603,14 @@ void PackQ4_0(const Matrix& w, uint8_t* out) {
   });
 }
 
-void PackQ4_K(const Matrix& w, uint8_t* out) {
+// Q4_K, and Q5_K (kFifth) with the fifth bits of each 32 values in a 64-byte plane.
+template <bool kFifth>
+void PackQ45_K(const Matrix& w, uint8_t* out) {
   gguf::KQuantBlock kb;
-  PackBlocks(w, 256, 144, kPackedQ4KBlockBytes, out, [&kb](uint8_t* o, const uint8_t* block, int i) {
-    gguf::UnpackKQuantBlock(block, TensorType::kQ4_K, &kb);
+  constexpr TensorType kType = kFifth ? TensorType::kQ5_K : TensorType::kQ4_K;
+  constexpr int kBytes = kFifth ? kPackedQ5KBlockBytes : kPackedQ4KBlockBytes;
+  PackBlocks(w, 256, kFifth ? 176 : 144, kBytes, out, [&kb](uint8_t* o, const uint8_t* block, int i) {
+    gguf::UnpackKQuantBlock(block, kType, &kb);
     std::memcpy(o + 2 * i, block, 2);                 // d
     std::memcpy(o + kQ4KxDmin + 2 * i, block + 2, 2);  // dmin
     for (int grp = 0; grp < 8; ++grp) {
@@ -609,7 +619,8 @@ void PackQ4_K(const Matrix& w, uint8_t* out) {
       for (int k = 0; k < 4; ++k) {
         for (int v = 0; v < 4; ++v) {
           const int lo = kb.q[32 * grp + 4 * k + v], hi = kb.q[32 * grp + 16 + 4 * k + v];
-          o[kQ4KxCodes + 256 * grp + 64 * k + 4 * i + v] = static_cast<uint8_t>(lo | hi << 4);
+          o[kQ4KxCodes + 256 * grp + 64 * k + 4 * i + v] = static_cast<uint8_t>((lo & 15) | (hi & 15) << 4);
+          if (kFifth) o[kQ5KxFifth + 64 * grp + 4 * i + v] |= static_cast<uint8_t>((lo >> 4) << k | (hi >> 4) << (4 + k));
         }
       }
     }
@@ -639,7 +650,8 @@ void PackVnni(const Matrix& w, uint8_t* out) {
   if (w.type == TensorType::kQ8_0) PackQ8_0(w, out);
   else if (w.type == TensorType::kQ4_0) PackQ4_0(w, out);
   else if (w.type == TensorType::kQ6_K) PackQ6_K(w, out);
-  else PackQ4_K(w, out);
+  else if (w.type == TensorType::kQ5_K) PackQ45_K<true>(w, out);
+  else PackQ45_K<false>(w, out);
 }
 
 struct PackedTileArgs {
@@ -747,14 +759,16 @@ GANTRY_VNNI512 __attribute__((always_inline)) inline __m512 BytesToFloat(const u
                                                   : _mm512_maskz_cvtepu8_epi32(0xFFFF, v));
 }
 
-template <int RN>
+// kFifth: Q5_Kx16 (codes 0..31: the fifth bit of step k's low / high nibble values is
+// bit k / 4 + k of the group's plane byte); else Q4_Kx16.
+template <bool kFifth, int RN>
 GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
   const Q8KBlock* xs[RN];
   __m512 acc[RN];
   PackedTileStart(a, xs, acc);
-  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i low = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
   for (int b = 0; b < a.blocks; ++b) {
-    const uint8_t* p = PackedBlock<RN, kPackedQ4KBlockBytes, 2>(a, b);
+    const uint8_t* p = PackedBlock<RN, kFifth ? kPackedQ5KBlockBytes : kPackedQ4KBlockBytes, 2>(a, b);
     __m512 scaled[RN] = {};  // zeros
     for (int grp = 0; grp < 8; ++grp) {
       __m512i dots[RN];
@@ -763,8 +777,13 @@ GANTRY_VNNI512 void PackedQ4KTile(const PackedTileArgs& a) {
       GANTRY_UNROLL
       for (int k = 0; k < 4; ++k) {
         const __m512i raw = _mm512_loadu_si512(p + kQ4KxCodes + 256 * grp + 64 * k);
-        const __m512i w_lo = _mm512_and_si512(raw, low);                      // values 4k ..
-        const __m512i w_hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // values 16 + 4k ..
+        __m512i w_lo = _mm512_and_si512(raw, low);                      // values 4k ..
+        __m512i w_hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // values 16 + 4k ..
+        if constexpr (kFifth) {
+          const __m512i plane = _mm512_loadu_si512(p + kQ5KxFifth + 64 * grp);
+          w_lo = _mm512_or_si512(w_lo, _mm512_and_si512(_mm512_slli_epi16(plane, 4 - k), fifth));
+          w_hi = _mm512_or_si512(w_hi, _mm512_and_si512(_mm512_srli_epi16(plane, k), fifth));
+        }
         DotNibblePair(xs, b, 32 * grp + 4 * k, w_lo, w_hi, dots, dots);
       }
       const __m512 sc = BytesToFloat<false>(p + kQ4KxScales + 16 * grp);
@@ -908,11 +927,16 @@ struct PackedQ6KRunner {
 };
 template <int RN>
 struct PackedQ4KRunner {
-  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ4KTile<RN>(a); }
+  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ4KTile<false, RN>(a); }
+};
+template <int RN>
+struct PackedQ5KRunner {
+  GANTRY_VNNI512 static void Run(const PackedTileArgs& a) { PackedQ4KTile<true, RN>(a); }
 };
 constexpr PackedTileTable<PackedQ8Runner, kPackedRN> kPackedQ8Tiles;
 constexpr PackedTileTable<PackedQ4_0Runner, kPackedRN> kPackedQ4_0Tiles;
 constexpr PackedTileTable<PackedQ4KRunner, kPackedQ4KRN> kPackedQ4KTiles;
+constexpr PackedTileTable<PackedQ5KRunner, kPackedQ4KRN> kPackedQ5KTiles;
 constexpr PackedTileTable<PackedQ6KRunner, kPackedQ6KRN> kPackedQ6KTiles;
 
 // Rows in 16-row groups, tokens in passes whose prepared rows stay in L2 (about
@@ -1226,6 +1250,10 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
   }
   if (w.type == TensorType::kQ4_K && w.packed) {
     return MatMulPacked(kPackedQ4KTiles.fn, 256, kPackedQ4KBlockBytes, 4, &Q4KGroupSums, w, x, x_stride, n_tok, y,
+                        ldy, row_begin, row_end);
+  }
+  if (w.type == TensorType::kQ5_K && w.packed) {
+    return MatMulPacked(kPackedQ5KTiles.fn, 256, kPackedQ5KBlockBytes, 4, &Q4KGroupSums, w, x, x_stride, n_tok, y,
                         ldy, row_begin, row_end);
   }
   if (w.type == TensorType::kQ8_0) {
