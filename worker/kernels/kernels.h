@@ -16,9 +16,9 @@
 // "avx512vnni" (the same, with vpdpbusd products for Q8_0 and Q4_0 and vpdpwssd
 // for the K-quants' scaled sums, where the CPU has AVX512-VNNI; Q8_0, Q4_0, Q4_K, Q5_K
 // and Q6_K weights repacked at load into 16-row interleaved groups for 512-bit tiles,
-// layouts below; F32 and F16 products on 512-bit vectors). kernels_test.cc holds each
-// against the reference: every output within 1e-5 of sum_i |w_i x_i| (the products as
-// the reference forms them), and the prepared activations bit for bit.
+// layouts below; F32, F16 and BF16 products on 512-bit vectors). kernels_test.cc
+// holds each against the reference: every output within 1e-5 of sum_i |w_i x_i| (the
+// products as the reference forms them), and the prepared activations bit for bit.
 //
 // Thread-safety: pure functions; Kernels() is initialised once, thread-safely.
 #ifndef GANTRY_WORKER_KERNELS_KERNELS_H_
