@@ -197,6 +197,18 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   return file;
 }
 
+void GgufFile::ReleasePages(const uint8_t* data, size_t bytes) const {
+  if (!mapping_ || bytes == 0) return;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(mapping_);
+  uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  if (begin < base || begin - base > mapping_size_ || bytes > mapping_size_ - (begin - base)) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t end = begin + bytes;
+  begin = (begin + page - 1) / page * page;
+  end = end / page * page;
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(absl::string_view bytes) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   GANTRY_RETURN_IF_ERROR(file->Parse(bytes));

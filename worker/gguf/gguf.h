@@ -91,6 +91,13 @@ class GgufFile {
   absl::StatusOr<uint64_t> GetUint(const std::string& key) const;
   absl::StatusOr<double> GetFloat(const std::string& key) const;
 
+  // Hints that [data, data + bytes) (tensor bytes of this file) will not be read soon:
+  // the whole pages inside it leave the process's resident memory (madvise
+  // MADV_DONTNEED on the read-only private mapping; a later read maps them again from
+  // the file). The bytes stay valid and unchanged. No-op for FromBytes files and for
+  // ranges outside the mapping.
+  void ReleasePages(const uint8_t* data, size_t bytes) const;
+
  private:
   GgufFile() = default;
   absl::Status Parse(absl::string_view bytes);

@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "worker/gguf/quant.h"
@@ -69,6 +72,57 @@ TEST(GgufTest, OpenKeepsTheReasonAndNamesThePath) {
   EXPECT_EQ(ReasonOf(file.status()), "invalid_gguf");
   EXPECT_NE(file.status().message().find(path), absl::string_view::npos);
   EXPECT_EQ(GgufFile::Open(path + ".missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Resident pages of this process (statm's second field).
+long ResidentPages() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  long size = 0, resident = 0;
+  if (f) {
+    EXPECT_EQ(std::fscanf(f, "%ld %ld", &size, &resident), 2);
+    std::fclose(f);
+  }
+  return resident;
+}
+
+TEST(GgufTest, ReleasedPagesLeaveResidentMemoryButKeepTheirBytes) {
+  // A 4 MiB tensor, read through the mapping (resident), then released.
+  const size_t n = 1 << 20;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 1000) * 0.5f;
+  std::string f32;
+  ASSERT_TRUE(EncodeTensor(x.data(), n, TensorType::kF32, &f32).ok());
+  GgufWriter w;
+  w.AddString("general.architecture", "qwen3");
+  ASSERT_TRUE(w.AddTensor("big.weight", {n}, TensorType::kF32, f32).ok());
+  const std::string bytes = w.Serialize();
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/big.gguf";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const TensorInfo* t = (*file)->FindTensor("big.weight");
+  ASSERT_NE(t, nullptr);
+  auto sum = [&] {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += reinterpret_cast<const float*>(t->data)[i];
+    return s;
+  };
+  const double want = sum();
+  const long before = ResidentPages();
+  (*file)->ReleasePages(t->data, t->bytes);
+  const long after = ResidentPages();
+  const long pages = static_cast<long>(t->bytes / ::sysconf(_SC_PAGESIZE));
+  EXPECT_LT(after, before - pages / 2) << "resident pages " << before << " -> " << after;
+  EXPECT_EQ(sum(), want);  // read back from the file
+  // Memory that is not a mapping (FromBytes) is left alone: released, it would read 0.
+  auto in_memory = GgufFile::FromBytes(bytes);
+  ASSERT_TRUE(in_memory.ok());
+  const TensorInfo* m = (*in_memory)->FindTensor("big.weight");
+  (*in_memory)->ReleasePages(m->data, m->bytes);
+  EXPECT_EQ(std::memcmp(m->data, f32.data(), f32.size()), 0);
 }
 
 TEST(GgufTest, EveryTruncationIsACleanError) {

@@ -23,7 +23,7 @@ void QuantizeBlock(const float* x, Q8Block* out) {
   const float d = amax / 127.0f;
   const float id = d != 0 ? 1.0f / d : 0.0f;
   out->d = gguf::HalfToFloat(gguf::FloatToHalf(d));
-  for (int j = 0; j < 32; ++j) out->q[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+  for (int j = 0; j < 32; ++j) out->q[j] = static_cast<int8_t>(std::roundf(ClampToQ8(x[j] * id)));
 }
 
 void PreparePortable(TensorType t, const float* x, size_t x_stride, int n_rows, int n, uint8_t* out) {
@@ -106,7 +106,7 @@ void MatMulPortable(const Matrix& w, const uint8_t* x, size_t x_stride, int n_to
   std::free(heap);
 }
 
-const KernelSet kPortable = {"portable", &PreparePortable, &MatMulPortable};
+const KernelSet kPortable = {"portable", &PreparePortable, &MatMulPortable, nullptr, nullptr, &Softmax, &SwiGlu};
 
 }  // namespace
 

@@ -42,7 +42,7 @@ Q8Activations QuantizeQ8(const float* x, int n) {
     const float d = amax / 127.0f;
     const float id = d != 0 ? 1.0f / d : 0.0f;
     a.d[b] = gguf::HalfToFloat(gguf::FloatToHalf(d));
-    for (int j = 0; j < 32; ++j) a.q[b * 32 + j] = static_cast<int8_t>(std::roundf(x[b * 32 + j] * id));
+    for (int j = 0; j < 32; ++j) a.q[b * 32 + j] = static_cast<int8_t>(std::roundf(ClampToQ8(x[b * 32 + j] * id)));
   }
   return a;
 }
@@ -65,7 +65,7 @@ void QuantizeQ8K(const float* x, int n, Q8KBlock* out) {
     }
     const float iscale = -127.0f / max;
     for (int j = 0; j < 256; ++j) {
-      o.q[j] = static_cast<int8_t>(std::min(127, static_cast<int>(std::nearbyint(iscale * x[j]))));
+      o.q[j] = static_cast<int8_t>(std::nearbyint(ClampToQ8(iscale * x[j])));
     }
     for (int k = 0; k < 16; ++k) {
       int sum = 0;

@@ -23,6 +23,9 @@ struct Matrix {
   int rows = 0;
   int cols = 0;
   size_t row_bytes = 0;
+  // The same weights in the chosen kernel set's own layout (KernelSet::pack, done once
+  // at load), or null. Only that set's matmul reads it; everything else reads `data`.
+  const uint8_t* packed = nullptr;
 };
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]. out may alias x.
@@ -44,8 +47,14 @@ struct Q8KBlock {
   int16_t bsums[16];
 };
 
+// A scaled activation made safe to round and cast to int8: NaN becomes 0, the rest is
+// clamped to [-127, 127] (finite inputs scaled by amax never leave that range, so
+// only NaN and infinity change). Every quantizer of activations uses it.
+inline float ClampToQ8(float v) { return v != v ? 0.0f : v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v; }
+
 // Quantizes x[0..n) (n a multiple of 256) into n / 256 blocks; an all-zero block gets
-// d = 0 and q = 0.
+// d = 0 and q = 0. NaNs never set the scale and quantize to 0; an infinite value sets
+// it (d = +-inf, every q = 0).
 void QuantizeQ8K(const float* x, int n, Q8KBlock* out);
 
 // dot(one K-quant weight row of n values, x as Q8K blocks): per super-block the exact

@@ -5,6 +5,7 @@
 #include "common/error_codes.h"
 #include "common/status.h"
 #include "worker/gguf/quant.h"
+#include "worker/kernels/kernels.h"
 
 namespace gantry::model {
 namespace {
@@ -144,6 +145,23 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const gguf::GgufFile& file) {
     GANTRY_ASSIGN_OR_RETURN(w.w_gate, b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
     GANTRY_ASSIGN_OR_RETURN(w.w_up, b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
     GANTRY_ASSIGN_OR_RETURN(w.w_down, b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+  }
+  // The kernel set's own layout of the matrices it packs (the embedding table is only
+  // looked up row by row, from the mapping).
+  const kernels::KernelSet& k = kernels::Kernels();
+  auto pack = [&](kernels::Matrix* mat) {
+    const size_t bytes = k.packed_bytes ? k.packed_bytes(*mat) : 0;
+    if (bytes == 0) return;
+    m->packed_.emplace_back(new uint8_t[bytes]);
+    k.pack(*mat, m->packed_.back().get());
+    mat->packed = m->packed_.back().get();
+    m->packed_bytes_ += bytes;
+    // The products read only the copy now: the original pages need not stay resident.
+    file.ReleasePages(mat->data, mat->row_bytes * mat->rows);
+  };
+  pack(&m->output_);
+  for (LayerWeights& w : m->layers_) {
+    for (kernels::Matrix* mat : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) pack(mat);
   }
   return m;
 }

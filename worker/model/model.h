@@ -4,7 +4,11 @@
 // NEOX, q/k/v biases), "qwen3" (rope NEOX, per-head q/k RMS norms, key length
 // independent of width). Grouped-query attention; an absent output.weight means the
 // head is tied to token_embd. Weight matrices stay in the mapping in their own
-// encoding; small vectors (norms, biases) are decoded to float at load.
+// encoding, and where the chosen kernel set packs a type (kernels.h: avx512vnni, Q8_0)
+// its products read a repacked copy made at load instead (PackedBytes(), about as many
+// bytes as those matrices); their mapped pages are then released from resident memory
+// (GgufFile::ReleasePages) and read again from the file only by embedding lookups and
+// the reference path. Small vectors (norms, biases) are decoded to float at load.
 //
 // Thread-safety: immutable after Load(); share one Model between sessions.
 #ifndef GANTRY_WORKER_MODEL_MODEL_H_
@@ -62,12 +66,17 @@ class Model {
   const kernels::Matrix& output() const { return output_; }
   // Bytes of weights read to produce one token (all matrices once), for bandwidth math.
   size_t WeightBytesPerToken() const;
+  // Bytes of weight copies the kernel set repacked at load (Matrix::packed; the
+  // avx512vnni set's Q8_0 layout), held in memory beside the mapping.
+  size_t PackedBytes() const { return packed_bytes_; }
 
  private:
   ModelConfig config_;
   kernels::Matrix token_embd_, output_;
   std::vector<LayerWeights> layers_;
   std::vector<float> output_norm_;
+  std::vector<std::unique_ptr<uint8_t[]>> packed_;  // what the matrices' `packed` point into
+  size_t packed_bytes_ = 0;
 };
 
 }  // namespace gantry::model

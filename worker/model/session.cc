@@ -189,7 +189,7 @@ void Session::ForwardChunk(const int32_t* tokens, int n, int pos0, float* logits
     });
     Project(xb, E, n, {{&w.w_gate, gate_.data(), size_t(ff)}, {&w.w_up, up_.data(), size_t(ff)}});
     ParallelFor(options_.pool, n * ff, 256, [&](int begin, int end, int) {
-      kernels::SwiGlu(gate_.data() + begin, gate_.data() + begin, up_.data() + begin, end - begin);
+      kernels::Kernels().swiglu(gate_.data() + begin, gate_.data() + begin, up_.data() + begin, end - begin);
     });
     Project(gate_.data(), ff, n, {{&w.w_down, xb, size_t(E)}});
     for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x[i] += xb[i];
@@ -227,7 +227,7 @@ void Session::Attention(int layer, int n, int pos0) {
         float* row = scores + static_cast<size_t>(t - t0) * capacity_;
         const int seen = pos0 + t + 1;
         for (int p = 0; p < seen; ++p) row[p] *= inv_sqrt_hd;
-        kernels::Softmax(row, seen);
+        k.softmax(row, seen);
         std::fill(row + seen, row + visible, 0.0f);
       }
       const kernels::Matrix values =
