@@ -80,12 +80,19 @@ struct BudgetSettlement {
 
 // ---- per-request event queue --------------------------------------------------------
 
-// Filled by the broker thread, drained by the HTTP handler thread.
+// Filled by the broker (its thread, or a Submit/Cancel caller), drained by the HTTP
+// handler thread, which is woken once per batch of events (Flush).
 class EventQueue : public broker::StreamSink {
  public:
   void OnEvent(const v1::StreamEvent& event) override {
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back(event);
+  }
+  void Flush() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (events_.empty()) return;
+    }
     cv_.notify_one();
   }
   // The next event, or nullopt when `timeout_ms` passes first.

@@ -9,7 +9,12 @@
 // Flow per connection: the loop reads and parses (router/http/http_parser.h); a
 // complete request is handed to the pool with a ResponseWriter; while it is being
 // answered, further pipelined bytes stay buffered and are parsed only after the
-// response has been written out, so responses leave in request order. Framing errors
+// response has been written out, so responses leave in request order. On plain TCP the
+// thread that calls a ResponseWriter method sends the bytes itself (non-blocking, under
+// the connection's lock) and wakes the loop only when it must: a partial or failed
+// write, a response that closes the connection, or bytes of a next request already
+// buffered; this saves a thread hand-off per response. With TLS every byte goes through
+// the loop thread, which owns the SSL object. Framing errors
 // are answered with an OpenAI-style JSON error (error_response.h) and the connection is
 // closed. With `tls` set, every connection is TLS (tls.h): the handshake and each
 // record run non-blocking on the loop thread, and a read that must write (or a write
