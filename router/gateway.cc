@@ -123,6 +123,15 @@ http::HttpResponse JsonResponse(int status, const Value& body, http::HeaderList 
 
 void SetParam(policy::ParamValues* params, policy::Param p, double v) { params->Set(p, v); }
 
+// The ledger's payload text: sorted keys, no spaces.
+std::string Canonical(const Value& v) {
+  json::DumpOptions options;
+  options.sort_keys = true;
+  options.item_separator = ",";
+  options.key_separator = ":";
+  return json::Dump(v, options);
+}
+
 }  // namespace
 
 std::string ConversationJsonForTest(const v1::InferenceRequest& request) {
@@ -225,8 +234,9 @@ void LedgerRecorder::Record(const std::string& stream_id, const std::string& typ
 Gateway::Gateway(GatewayOptions options) : options_(std::move(options)) {}
 
 void Gateway::RecordEvent(const std::string& stream_id, const std::string& type,
-                          const std::string& payload_json) {
-  if (options_.recorder != nullptr) options_.recorder->Record(stream_id, type, payload_json);
+                          const json::Value& payload) {
+  // Without a recorder the canonical text is never made.
+  if (options_.recorder != nullptr) options_.recorder->Record(stream_id, type, Canonical(payload));
 }
 
 void Gateway::Fail(http::ResponseWriter& writer, const absl::Status& status,
@@ -361,13 +371,6 @@ v1::PriorityClass ToPriorityClass(policy::Priority p) {
   }
 }
 
-std::string Canonical(const Value& v) {
-  json::DumpOptions options;
-  options.sort_keys = true;
-  options.item_separator = ",";
-  options.key_separator = ":";
-  return json::Dump(v, options);
-}
 
 }  // namespace
 
@@ -488,8 +491,10 @@ std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
 // the end of the response.
 void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64_t now_us) {
   const std::string& request_id = st.request_id;
-  RecordEvent(request_id, "request.evidence",
-              Canonical(st.evidence->Finish(terminal, st.bundle_sha, now_us)));
+  if (options_.recorder != nullptr) {
+    RecordEvent(request_id, "request.evidence",
+                st.evidence->Finish(terminal, st.bundle_sha, now_us));
+  }
   // What the request used. A Terminal the broker made itself (cancelled, worker_lost,
   // deadline_exceeded) carries no usage although the worker may have produced output the
   // client received: then the router's prompt count and at least one token per output
@@ -516,11 +521,11 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
   }
   if (outcome.ok()) {
     finished.Set("finish_reason", Value::String(openai::FinishReasonName(terminal.finish_reason())));
-    RecordEvent(request_id, "request.finished", Canonical(finished));
+    RecordEvent(request_id, "request.finished", finished);
   } else {
     finished.Set("error_reason", Value::String(http::ErrorCodeOf(outcome)));
     finished.Set("error_code", Value::String(CodeName(outcome.code())));
-    RecordEvent(request_id, "request.failed", Canonical(finished));
+    RecordEvent(request_id, "request.failed", finished);
   }
 }
 
@@ -566,7 +571,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   auto reject = [&](const absl::Status& status) {
     admission.Set("admitted", Value::Bool(false));
     admission.Set("error_reason", Value::String(http::ErrorCodeOf(status)));
-    RecordEvent(request_id, "admission.decided", Canonical(admission));
+    RecordEvent(request_id, "admission.decided", admission);
     return status;
   };
   if (decision.verdict == policy::Verdict::kDeny) {
@@ -694,7 +699,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
       warning.Set("principal", Value::String(decision.principal));
       warning.Set("percent_of_day_budget", Value::Int(reservation->warning_percent));
       warning.Set("tokens_per_day", Value::Int(decision.budgets.tokens_per_day));
-      RecordEvent(request_id, "budget.warning", Canonical(warning));
+      RecordEvent(request_id, "budget.warning", warning);
     }
     st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
   }
@@ -728,11 +733,11 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     return reject(admitted);  // ~Call unregisters it
   }
   admission.Set("admitted", Value::Bool(true));
-  RecordEvent(request_id, "admission.decided", Canonical(admission));
+  RecordEvent(request_id, "admission.decided", admission);
   {
     Value dispatch = Value::EmptyObject();
     dispatch.Set("gen_ai.request.model", Value::String(st.model));
-    RecordEvent(request_id, "dispatch.sent", Canonical(dispatch));
+    RecordEvent(request_id, "dispatch.sent", dispatch);
   }
   if (!bundle_sha.empty()) policy_headers.emplace_back("x-gantry-bundle-sha256", bundle_sha);
   st.headers = policy_headers;

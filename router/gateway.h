@@ -233,8 +233,9 @@ class Gateway {
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
   void Fail(http::ResponseWriter& writer, const absl::Status& status,
             const http::HeaderList& extra = {});
+  // Records `payload` (as canonical JSON) when a recorder is configured.
   void RecordEvent(const std::string& stream_id, const std::string& type,
-                   const std::string& payload_json);
+                   const json::Value& payload);
   void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
 
   void Unregister(const std::string& request_id);

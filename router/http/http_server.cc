@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -152,11 +153,17 @@ class HttpServer::Impl {
   std::mutex dirty_mu_;
   std::vector<std::shared_ptr<Conn>> dirty_;
 
+  // A pool thread waiting for work. The most recently idle thread gets the next task
+  // (its stack and caches are warm), handed over directly; a burst that finds no idle
+  // thread queues in `tasks_`.
+  struct PoolWaiter {
+    std::condition_variable cv;
+    std::function<void()> task;  // set by the loop when it hands this thread a task
+  };
   std::mutex pool_mu_;
-  std::condition_variable pool_cv_;
+  std::vector<PoolWaiter*> idle_;  // idle threads, the most recently idle last (pool_mu_)
   std::deque<std::function<void()>> tasks_;
   bool pool_stop_ = false;
-  size_t pool_idle_ = 0;  // threads waiting for a task (pool_mu_)
   std::vector<std::thread> pool_;
 };
 
@@ -359,8 +366,8 @@ void HttpServer::Impl::Stop() {
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     pool_stop_ = true;
+    for (PoolWaiter* waiter : idle_) waiter->cv.notify_one();
   }
-  pool_cv_.notify_all();
   for (auto& t : pool_) t.join();
   pool_.clear();
   {
@@ -374,16 +381,26 @@ void HttpServer::Impl::Stop() {
 }
 
 void HttpServer::Impl::PoolLoop() {
+  PoolWaiter self;  // lives as long as the thread; idle_ points at it while it waits
   while (true) {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(pool_mu_);
-      ++pool_idle_;
-      pool_cv_.wait(lock, [&] { return pool_stop_ || !tasks_.empty(); });
-      --pool_idle_;
-      if (tasks_.empty()) return;  // stopping and drained
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      if (tasks_.empty() && !pool_stop_) {
+        idle_.push_back(&self);
+        self.cv.wait(lock, [&] { return self.task != nullptr || pool_stop_; });
+        if (self.task != nullptr) {
+          task = std::move(self.task);  // the loop took `self` off idle_
+          self.task = nullptr;
+        } else {
+          idle_.erase(std::find(idle_.begin(), idle_.end(), &self));
+        }
+      }
+      if (task == nullptr) {
+        if (tasks_.empty()) return;  // stopping and drained
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
     }
     task();
   }
@@ -558,15 +575,23 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
     conn->keep_alive = request->keep_alive;
     conn->input_buffered = !conn->in.empty();  // a pipelined request waits for the loop
   }
+  std::shared_ptr<HttpRequest> shared(std::move(request));
+  std::function<void()> task = [this, shared, writer]() mutable {
+    handler_(std::move(*shared), std::move(writer));
+  };
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
-    std::shared_ptr<HttpRequest> shared(std::move(request));
-    tasks_.push_back([this, shared, writer]() mutable {
-      handler_(std::move(*shared), std::move(writer));
-    });
+    if (!idle_.empty()) {
+      PoolWaiter* waiter = idle_.back();
+      idle_.pop_back();
+      waiter->task = std::move(task);
+      waiter->cv.notify_one();
+      return;
+    }
+    tasks_.push_back(std::move(task));
     // Every handler busy (streams hold theirs): one more thread, up to the cap; past
     // it, requests wait in order for a free one.
-    if (pool_idle_ < tasks_.size() && pool_.size() < options_.max_handler_threads) {
+    if (pool_.size() < options_.max_handler_threads) {
       try {
         pool_.emplace_back([this] { PoolLoop(); });
       } catch (const std::system_error&) {
@@ -574,7 +599,6 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
       }
     }
   }
-  pool_cv_.notify_one();
 }
 
 void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
