@@ -111,8 +111,6 @@ class Broker::Impl {
   void Terminate(const std::string& request_id, uint64_t seq,
                  const std::shared_ptr<StreamSink>& sink, v1::FinishReason finish,
                  const absl::Status& status);
-  // Every sink that received events since the last call gets its Flush().
-  void FlushSinks();
   // Receives and handles what has arrived on the socket, at most `max` messages.
   // Returns whether more may be waiting.
   bool DrainLocked(int max);
@@ -123,15 +121,22 @@ class Broker::Impl {
   bool SocketReadableLocked();
   void DropFrame(absl::string_view event, const std::string& identity, absl::string_view why);
 
-  // Locks mu_; before unlocking, flushes the sinks that received events meanwhile.
+  // Locks mu_; after unlocking, flushes the sinks that received events meanwhile (a
+  // sink's Flush may then do real work, such as answering its client, without holding
+  // up the broker's other callers).
   class Locked {
    public:
     explicit Locked(Impl* impl) : impl_(impl), lock_(impl->mu_) {}
-    ~Locked() { impl_->FlushSinks(); }
+    ~Locked() {
+      std::vector<std::shared_ptr<StreamSink>> sinks;
+      sinks.swap(impl_->touched_);
+      lock_.unlock();
+      for (const auto& sink : sinks) sink->Flush();
+    }
 
    private:
     Impl* impl_;
-    std::lock_guard<std::mutex> lock_;
+    std::unique_lock<std::mutex> lock_;
   };
 
   BrokerOptions options_;
@@ -289,11 +294,6 @@ bool Broker::Impl::SocketReadableLocked() {
   } catch (const zmq::error_t&) {
     return false;  // the socket is closing
   }
-}
-
-void Broker::Impl::FlushSinks() {
-  for (const auto& sink : touched_) sink->Flush();
-  touched_.clear();
 }
 
 void Broker::Impl::DropFrame(absl::string_view event, const std::string& identity,

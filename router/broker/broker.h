@@ -61,9 +61,10 @@ class StreamSink {
   virtual ~StreamSink() = default;
   virtual void OnEvent(const v1::StreamEvent& event) = 0;
   // Called once after each batch of OnEvent calls (the events of one broker pass, e.g.
-  // a worker's PARTIAL and FINAL that arrived together), before the broker's mutex is
-  // released, on the same thread. A sink may hold back waking its consumer until then,
-  // so that a consumer wakes once per batch rather than once per event.
+  // a worker's PARTIAL and FINAL that arrived together), on the same thread, after the
+  // broker's mutex was released (so Flush may call into the Broker). A sink may hold
+  // back waking its consumer until then, so that a consumer wakes once per batch
+  // rather than once per event, or consume the events right here.
   virtual void Flush() {}
 };
 
