@@ -120,6 +120,8 @@ class Broker::Impl {
   // so that it does not sleep on messages that already arrived.
   bool SocketReadableLocked();
   void DropFrame(absl::string_view event, const std::string& identity, absl::string_view why);
+  // Rebuilds `bundles_` from the registry (after a worker came or went).
+  void RefreshBundles();
 
   // Locks mu_; after unlocking, flushes the sinks that received events meanwhile (a
   // sink's Flush may then do real work, such as answering its client, without holding
@@ -159,6 +161,10 @@ class Broker::Impl {
   };
   std::vector<PendingCancel> cancels_to_send_;
   std::vector<std::shared_ptr<StreamSink>> touched_;  // sinks to Flush()
+  // Model -> the bundle of one of its LIVE workers: what LiveBundle() answers (once per
+  // request) without taking mu_, which the broker thread holds while it drains.
+  mutable std::mutex bundles_mu_;
+  std::map<std::string, v1::BundleIdentity> bundles_;
   int64_t last_heartbeat_sent_us_ = 0;
   BrokerStats stats_;
 };
@@ -387,6 +393,7 @@ void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready) 
   worker.credit = ready.free_slots();
   worker.last_seen_us = options_.clock->MonotonicMicros();
   workers_[identity] = std::move(worker);
+  RefreshBundles();
   Log(LogLevel::kInfo, "broker.worker_state",
       {{"worker_id", ready.worker_id()}, {"identity", Printable(identity)},
        {"from", "UNKNOWN"}, {"state", "LIVE"}, {"model", ready.bundle().model()},
@@ -529,6 +536,7 @@ void Broker::Impl::Expire(std::string identity, absl::string_view why) {
   if (it == workers_.end()) return;
   Worker worker = std::move(it->second);
   workers_.erase(it);
+  RefreshBundles();
   ++stats_.workers_expired;
   Log(LogLevel::kWarning, "broker.worker_state",
       {{"worker_id", worker.worker_id}, {"identity", Printable(identity)}, {"from", "LIVE"},
@@ -743,11 +751,17 @@ void Broker::Impl::Cancel(const std::string& request_id, const std::string& reas
 }
 
 std::optional<v1::BundleIdentity> Broker::Impl::LiveBundle(const std::string& model) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [identity, worker] : workers_) {
-    if (worker.bundle.model() == model) return worker.bundle;
-  }
-  return std::nullopt;
+  std::lock_guard<std::mutex> lock(bundles_mu_);
+  auto it = bundles_.find(model);
+  if (it == bundles_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Broker::Impl::RefreshBundles() {
+  std::map<std::string, v1::BundleIdentity> bundles;
+  for (const auto& [identity, worker] : workers_) bundles.emplace(worker.bundle.model(), worker.bundle);
+  std::lock_guard<std::mutex> lock(bundles_mu_);
+  bundles_.swap(bundles);
 }
 
 std::vector<std::string> Broker::Impl::LiveModels() const {
