@@ -2,6 +2,7 @@
 // with a test policy file, tiny tokenizer + template) -> Broker -> fake workers.
 #include "router/gateway.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -466,6 +467,58 @@ TEST_F(GatewayTest, ClientDisconnectCancelsOnTheWorker) {
     ASSERT_TRUE(partial.ok());
   }
   EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 3000));
+}
+
+// A non-streamed request holds no handler thread while it waits: a client that leaves
+// still cancels it on the worker, and its outcome is still recorded.
+TEST_F(GatewayTest, NonStreamedClientDisconnectCancelsAndRecordsTheOutcome) {
+  worker_->SetScript({FakeStep::Text("first"), FakeStep::Hang()});
+  {
+    auto client = TestHttpClient::Connect(server_->port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client->SendRequest("POST", "/v1/chat/completions", Chat("test-model"),
+                                    {{"Authorization", "Bearer k-dev"}}).ok());
+    ASSERT_TRUE(worker_->WaitFor([&] { return worker_->active_requests() == 1; }, 5000));
+  }
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
+  auto failed_as_cancelled = [&] {
+    for (const auto& e : recorder_.events()) {
+      if (e[1] == "request.failed" && absl::StrContains(e[2], "\"error_reason\":\"cancelled\"")) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(worker_->WaitFor(failed_as_cancelled, 5000));
+}
+
+// Many non-streamed requests at once from several connections, more than the worker's
+// slots: those sent at once by their handler and those the broker thread dispatches
+// later when credit returns all get their whole answer.
+TEST_F(GatewayTest, ConcurrentNonStreamedRequestsAllAnswered) {
+  constexpr int kClients = 6, kEach = 20;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&] {
+      auto client = TestHttpClient::Connect(server_->port());
+      if (!client.ok()) return;
+      for (int i = 0; i < kEach; ++i) {
+        if (!client->SendRequest("POST", "/v1/chat/completions", Chat("test-model"),
+                                 {{"Authorization", "Bearer k-dev"}}).ok()) {
+          return;
+        }
+        auto response = client->ReadResponse(10000);
+        if (!response.ok() || response->status != 200 ||
+            !absl::StrContains(response->body, "Hello, world")) {
+          return;
+        }
+        ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kClients * kEach);
 }
 
 TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
