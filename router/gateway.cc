@@ -344,6 +344,15 @@ void Gateway::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWr
   }
 }
 
+bool Gateway::AnswersWithoutBlocking(const http::HttpRequest& request) {
+  constexpr size_t kMaxBody = 8 * 1024;  // keeps rendering short on the loop thread
+  return request.method == "POST" &&
+         (request.path == "/v1/chat/completions" || request.path == "/v1/responses") &&
+         request.body.size() <= kMaxBody &&
+         request.body.find("stream") == std::string::npos &&
+         request.body.find("\\u") == std::string::npos;
+}
+
 std::string Gateway::MetricsText() const {
   broker::BrokerStats s = options_.broker->stats();
   std::string out;

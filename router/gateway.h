@@ -142,6 +142,12 @@ class Gateway {
   // returns after admission, and the response is sent from the thread that delivers the
   // worker's last event (the broker's), saving a thread hand-off.
   void Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
+  // Whether Handle() answers `request` without blocking: a non-streamed chat or
+  // Responses request with a small body (8 KiB at most), whose admission (render +
+  // count included) is short. The HTTP server may then run it on its loop thread
+  // (HttpServerOptions::run_on_loop). Conservative: a body that might ask for a stream
+  // (any "stream" in it, or any backslash-u escape that could spell it) says false.
+  static bool AnswersWithoutBlocking(const http::HttpRequest& request);
   // The Prometheus text of /metrics.
   std::string MetricsText() const;
 

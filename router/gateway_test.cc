@@ -521,6 +521,33 @@ TEST_F(GatewayTest, ConcurrentNonStreamedRequestsAllAnswered) {
   EXPECT_EQ(ok.load(), kClients * kEach);
 }
 
+// Only requests that cannot block may run on the HTTP loop thread: a body that might ask
+// for a stream, even with an escaped key, or a large one goes to a pool thread.
+TEST(GatewayLoopThread, AnswersWithoutBlockingOnlyForSmallNonStreamedBodies) {
+  http::HttpRequest r;
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
+  EXPECT_TRUE(Gateway::AnswersWithoutBlocking(r));
+  r.path = "/v1/responses";
+  EXPECT_TRUE(Gateway::AnswersWithoutBlocking(r));
+  http::HttpRequest streamed = r;
+  streamed.body = R"({"model":"m","stream":false,"input":"hi"})";
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(streamed));
+  http::HttpRequest escaped = r;
+  escaped.body = R"({"model":"m","str\u0065am":true,"input":"hi"})";
+  ASSERT_NE(escaped.body.find('\\'), std::string::npos);  // the escape is in the body
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(escaped));
+  http::HttpRequest large = r;
+  large.body = std::string(9 * 1024, ' ') + r.body;
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(large));
+  http::HttpRequest get = r;
+  get.method = "GET";
+  get.path = "/v1/models";
+  get.body.clear();
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(get));
+}
+
 TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
   plain_worker_.reset();
   // Expiry takes up to 3 heartbeat intervals; wait for it.

@@ -575,6 +575,10 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
     conn->keep_alive = request->keep_alive;
     conn->input_buffered = !conn->in.empty();  // a pipelined request waits for the loop
   }
+  if (options_.run_on_loop && options_.run_on_loop(*request)) {
+    handler_(std::move(*request), std::move(writer));
+    return;
+  }
   std::shared_ptr<HttpRequest> shared(std::move(request));
   std::function<void()> task = [this, shared, writer]() mutable {
     handler_(std::move(*shared), std::move(writer));
