@@ -80,29 +80,88 @@ struct BudgetSettlement {
 
 // ---- per-request event queue --------------------------------------------------------
 
-// Filled by the broker thread, drained by the HTTP handler thread.
-class EventQueue : public broker::StreamSink {
+// Filled by the broker (its thread, or a Submit/Cancel caller). Either a thread waits
+// in Next(), woken once per batch of events (Flush), or a consumer set with OnReady()
+// is run for each batch, on the thread that delivered it, one run at a time.
+class EventQueue : public broker::StreamSink,
+                   public std::enable_shared_from_this<EventQueue> {
  public:
+  // Returns true when it wants no more calls.
+  using Consumer = std::function<bool()>;
+
   void OnEvent(const v1::StreamEvent& event) override {
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back(event);
-    cv_.notify_one();
+  }
+  void Flush() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (events_.empty()) return;
+      if (consumer_ == nullptr) {
+        cv_.notify_one();
+        return;
+      }
+    }
+    RunConsumer();
   }
   // The next event, or nullopt when `timeout_ms` passes first.
   std::optional<v1::StreamEvent> Next(int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !events_.empty(); })) {
+    if (timeout_ms <= 0) {
+      if (events_.empty()) return std::nullopt;
+    } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                             [&] { return !events_.empty(); })) {
       return std::nullopt;
     }
     v1::StreamEvent e = std::move(events_.front());
     events_.pop_front();
     return e;
   }
+  // From now on `consumer` reads the events (Next(0)) instead of a waiting thread; runs
+  // it at once when events are already queued.
+  void SetConsumer(Consumer consumer) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      consumer_ = std::move(consumer);
+    }
+    RunConsumer();
+  }
 
  private:
+  void RunConsumer() {
+    std::shared_ptr<EventQueue> keep = shared_from_this();  // the consumer may drop its Call
+    std::unique_lock<std::mutex> lock(mu_);
+    if (running_) {
+      again_ = true;  // the running consumer looks once more
+      return;
+    }
+    running_ = true;
+    while (consumer_ != nullptr) {
+      again_ = false;
+      Consumer consumer = consumer_;
+      lock.unlock();
+      const bool finished = consumer();
+      lock.lock();
+      if (finished) {
+        Consumer dead = std::move(consumer_);
+        consumer_ = nullptr;
+        lock.unlock();
+        dead = nullptr;  // its captures (the Call, the writer) go outside the lock
+        consumer = nullptr;
+        lock.lock();
+        break;
+      }
+      if (!again_) break;
+    }
+    running_ = false;
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<v1::StreamEvent> events_;
+  Consumer consumer_;
+  bool running_ = false;  // a thread is in RunConsumer's loop
+  bool again_ = false;    // events came while it ran
 };
 
 http::HttpResponse JsonResponse(int status, const Value& body, http::HeaderList headers = {}) {
@@ -115,6 +174,15 @@ http::HttpResponse JsonResponse(int status, const Value& body, http::HeaderList 
 }
 
 void SetParam(policy::ParamValues* params, policy::Param p, double v) { params->Set(p, v); }
+
+// The ledger's payload text: sorted keys, no spaces.
+std::string Canonical(const Value& v) {
+  json::DumpOptions options;
+  options.sort_keys = true;
+  options.item_separator = ",";
+  options.key_separator = ":";
+  return json::Dump(v, options);
+}
 
 }  // namespace
 
@@ -218,8 +286,9 @@ void LedgerRecorder::Record(const std::string& stream_id, const std::string& typ
 Gateway::Gateway(GatewayOptions options) : options_(std::move(options)) {}
 
 void Gateway::RecordEvent(const std::string& stream_id, const std::string& type,
-                          const std::string& payload_json) {
-  if (options_.recorder != nullptr) options_.recorder->Record(stream_id, type, payload_json);
+                          const json::Value& payload) {
+  // Without a recorder the canonical text is never made.
+  if (options_.recorder != nullptr) options_.recorder->Record(stream_id, type, Canonical(payload));
 }
 
 void Gateway::Fail(http::ResponseWriter& writer, const absl::Status& status,
@@ -273,6 +342,15 @@ void Gateway::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWr
   } else {
     Fail(*writer, ReasonError("route_not_found", absl::StrCat("no route for ", path)));
   }
+}
+
+bool Gateway::AnswersWithoutBlocking(const http::HttpRequest& request) {
+  constexpr size_t kMaxBody = 8 * 1024;  // keeps rendering short on the loop thread
+  return request.method == "POST" &&
+         (request.path == "/v1/chat/completions" || request.path == "/v1/responses") &&
+         request.body.size() <= kMaxBody &&
+         request.body.find("stream") == std::string::npos &&
+         request.body.find("\\u") == std::string::npos;
 }
 
 std::string Gateway::MetricsText() const {
@@ -354,13 +432,6 @@ v1::PriorityClass ToPriorityClass(policy::Priority p) {
   }
 }
 
-std::string Canonical(const Value& v) {
-  json::DumpOptions options;
-  options.sort_keys = true;
-  options.item_separator = ",";
-  options.key_separator = ":";
-  return json::Dump(v, options);
-}
 
 }  // namespace
 
@@ -438,6 +509,10 @@ int64_t Gateway::Call::created_unix_s() const { return s_->created_unix_s; }
 v1::PriorityClass Gateway::Call::priority() const { return s_->priority; }
 bool Gateway::Call::done() const { return s_->done && s_->released.empty(); }
 
+void Gateway::Call::OnEvents(std::function<bool()> ready) {
+  s_->queue->SetConsumer(std::move(ready));
+}
+
 void Gateway::Call::Cancel(const std::string& reason) {
   s_->gateway->options_.broker->Cancel(s_->request_id, reason);
 }
@@ -511,8 +586,10 @@ std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
 // the end of the response.
 void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64_t now_us) {
   const std::string& request_id = st.request_id;
-  RecordEvent(request_id, "request.evidence",
-              Canonical(st.evidence->Finish(terminal, st.bundle_sha, now_us)));
+  if (options_.recorder != nullptr) {
+    RecordEvent(request_id, "request.evidence",
+                st.evidence->Finish(terminal, st.bundle_sha, now_us));
+  }
   // What the request used. A Terminal the broker made itself (cancelled, worker_lost,
   // deadline_exceeded) carries no usage although the worker may have produced output the
   // client received: then the router's prompt count and at least one token per output
@@ -539,11 +616,11 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
   }
   if (outcome.ok()) {
     finished.Set("finish_reason", Value::String(openai::FinishReasonName(terminal.finish_reason())));
-    RecordEvent(request_id, "request.finished", Canonical(finished));
+    RecordEvent(request_id, "request.finished", finished);
   } else {
     finished.Set("error_reason", Value::String(http::ErrorCodeOf(outcome)));
     finished.Set("error_code", Value::String(CodeName(outcome.code())));
-    RecordEvent(request_id, "request.failed", Canonical(finished));
+    RecordEvent(request_id, "request.failed", finished);
   }
 }
 
@@ -589,7 +666,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   auto reject = [&](const absl::Status& status) {
     admission.Set("admitted", Value::Bool(false));
     admission.Set("error_reason", Value::String(http::ErrorCodeOf(status)));
-    RecordEvent(request_id, "admission.decided", Canonical(admission));
+    RecordEvent(request_id, "admission.decided", admission);
     return status;
   };
   if (decision.verdict == policy::Verdict::kDeny) {
@@ -726,7 +803,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
       warning.Set("principal", Value::String(decision.principal));
       warning.Set("percent_of_day_budget", Value::Int(reservation->warning_percent));
       warning.Set("tokens_per_day", Value::Int(decision.budgets.tokens_per_day));
-      RecordEvent(request_id, "budget.warning", Canonical(warning));
+      RecordEvent(request_id, "budget.warning", warning);
     }
     st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
   }
@@ -760,11 +837,11 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     return reject(admitted);  // ~Call unregisters it
   }
   admission.Set("admitted", Value::Bool(true));
-  RecordEvent(request_id, "admission.decided", Canonical(admission));
+  RecordEvent(request_id, "admission.decided", admission);
   {
     Value dispatch = Value::EmptyObject();
     dispatch.Set("gen_ai.request.model", Value::String(st.model));
-    RecordEvent(request_id, "dispatch.sent", Canonical(dispatch));
+    RecordEvent(request_id, "dispatch.sent", dispatch);
   }
   if (!bundle_sha.empty()) policy_headers.emplace_back("x-gantry-bundle-sha256", bundle_sha);
   st.headers = policy_headers;
@@ -851,11 +928,54 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
     broker->Cancel(request_id, "the client closed the connection");
   });
 
-  // 9. Stream back; exactly one terminal outcome.
+  // 9. Answer; exactly one terminal outcome.
   openai::ResponseMeta meta{openai::CompletionIdFor(request_id), model_name, call.created_unix_s()};
-  openai::ChatStreamRenderer renderer(meta, include_usage);
-  openai::ChatCompletionAccumulator accumulator(meta);
   const bool responses_api = api == Api::kResponses;
+  if (!stream) {
+    // One whole response: no thread waits for it. The events are read where the broker
+    // delivers them, and the last one sends the response from there.
+    struct Reply {
+      Reply(const openai::ResponseMeta& meta, std::string response_id, json::Value echo)
+          : accumulator(meta), responses(std::move(response_id), meta.model, meta.created,
+                                         std::move(echo)) {}
+      std::unique_ptr<Call> call;
+      std::shared_ptr<http::ResponseWriter> writer;
+      http::HeaderList headers;
+      openai::ChatCompletionAccumulator accumulator;
+      openai::ResponsesRenderer responses;
+    };
+    auto reply = std::make_shared<Reply>(meta, openai::ResponseIdFor(request_id), std::move(echo));
+    reply->call = std::move(*admitted);
+    reply->writer = shared_writer;
+    reply->headers = std::move(policy_headers);
+    Call* raw = reply->call.get();
+    raw->OnEvents([this, reply, responses_api]() {
+      while (std::optional<v1::StreamEvent> event = reply->call->Next(0)) {
+        if (responses_api) {
+          reply->responses.OnEvent(*event);
+        } else {
+          reply->accumulator.Add(*event);
+        }
+        if (!event->has_terminal()) continue;
+        const absl::Status& error =
+            responses_api ? reply->responses.error() : reply->accumulator.error();
+        if (!error.ok()) {
+          Fail(*reply->writer, error, reply->headers);
+        } else {
+          ++responses_2xx_;
+          reply->writer->Send(JsonResponse(
+              200, responses_api ? reply->responses.ResponseJson() : reply->accumulator.ToJson(),
+              reply->headers));
+        }
+        reply->call.reset();  // its outcome is recorded; nothing more will come
+        reply->writer.reset();
+        return true;
+      }
+      return false;
+    });
+    return;
+  }
+  openai::ChatStreamRenderer renderer(meta, include_usage);
   openai::ResponsesRenderer responses(openai::ResponseIdFor(request_id), model_name,
                                       meta.created, std::move(echo));
   bool started = false;
@@ -869,7 +989,7 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
     if (!prelude.empty()) writer.WriteChunk(prelude);
     if (responses_api) writer.WriteChunk(responses.Start());
   };
-  if (stream && call.priority() == v1::PRIORITY_ACCESSIBILITY) {
+  if (call.priority() == v1::PRIORITY_ACCESSIBILITY) {
     // Accessibility: say at once that the request is admitted and working, before the
     // worker's first token (docs/router.md, "Accessibility"). A failure before any
     // output then arrives in the stream rather than as the HTTP status.
@@ -884,39 +1004,20 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
       continue;
     }
     const v1::StreamEvent& event = *next;
-    if (stream) {
-      if (!started) {
-        if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
-          Fail(writer, openai::TerminalStatus(event.terminal()), policy_headers);
-          break;
-        }
-        start_stream("");
-      }
-      writer.WriteChunk(responses_api ? responses.OnEvent(event) : renderer.OnEvent(event));
+    if (!started) {
       if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
-        metrics_.Error(http::ErrorCodeOf(openai::TerminalStatus(event.terminal())));
-      }
-      if (event.has_terminal()) {
-        writer.EndChunked();
+        Fail(writer, openai::TerminalStatus(event.terminal()), policy_headers);
         break;
       }
-    } else {
-      if (responses_api) {
-        responses.OnEvent(event);
-      } else {
-        accumulator.Add(event);
-      }
-      if (event.has_terminal()) {
-        const absl::Status& error = responses_api ? responses.error() : accumulator.error();
-        if (!error.ok()) {
-          Fail(writer, error, policy_headers);
-        } else {
-          ++responses_2xx_;
-          writer.Send(JsonResponse(
-              200, responses_api ? responses.ResponseJson() : accumulator.ToJson(), policy_headers));
-        }
-        break;
-      }
+      start_stream("");
+    }
+    writer.WriteChunk(responses_api ? responses.OnEvent(event) : renderer.OnEvent(event));
+    if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
+      metrics_.Error(http::ErrorCodeOf(openai::TerminalStatus(event.terminal())));
+    }
+    if (event.has_terminal()) {
+      writer.EndChunked();
+      break;
     }
   }
 }

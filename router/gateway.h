@@ -137,9 +137,17 @@ struct GatewayOptions {
 class Gateway {
  public:
   explicit Gateway(GatewayOptions options);
-  // The HTTP handler (router/http/http_server.h). Blocks its pool thread until the
-  // response has ended.
+  // The HTTP handler (router/http/http_server.h). A streamed response holds its pool
+  // thread until it has ended; a whole (non-streamed) response does not: the handler
+  // returns after admission, and the response is sent from the thread that delivers the
+  // worker's last event (the broker's), saving a thread hand-off.
   void Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
+  // Whether Handle() answers `request` without blocking: a non-streamed chat or
+  // Responses request with a small body (8 KiB at most), whose admission (render +
+  // count included) is short. The HTTP server may then run it on its loop thread
+  // (HttpServerOptions::run_on_loop). Conservative: a body that might ask for a stream
+  // (any "stream" in it, or any backslash-u escape that could spell it) says false.
+  static bool AnswersWithoutBlocking(const http::HttpRequest& request);
   // The Prometheus text of /metrics.
   std::string MetricsText() const;
 
@@ -180,8 +188,15 @@ class Gateway {
     int64_t created_unix_s() const;
     // The admission class the policy gave the principal.
     v1::PriorityClass priority() const;
-    // The next event, or nullopt when `timeout_ms` passes first (or after the end).
+    // The next event, or nullopt when `timeout_ms` passes first (or after the end);
+    // 0 does not wait.
     std::optional<v1::StreamEvent> Next(int timeout_ms);
+    // Instead of a thread waiting in Next(): `ready` is called whenever events may be
+    // waiting (at once if some already are), on the thread that delivered them (the
+    // broker's, or a Submit or Cancel caller's), never two calls at once; it reads them
+    // with Next(0) and returns true once it wants no more calls (after the Terminal).
+    // It may destroy this Call when it has seen the Terminal. Call it at most once.
+    void OnEvents(std::function<bool()> ready);
     void Cancel(const std::string& reason);
     bool done() const;
 
@@ -236,8 +251,9 @@ class Gateway {
   void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
   void Fail(http::ResponseWriter& writer, const absl::Status& status,
             const http::HeaderList& extra = {});
+  // Records `payload` (as canonical JSON) when a recorder is configured.
   void RecordEvent(const std::string& stream_id, const std::string& type,
-                   const std::string& payload_json);
+                   const json::Value& payload);
   void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
 
   void Unregister(const std::string& request_id);

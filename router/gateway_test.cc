@@ -2,6 +2,7 @@
 // with a test policy file, tiny tokenizer + template) -> Broker -> fake workers.
 #include "router/gateway.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -494,6 +495,85 @@ TEST_F(GatewayTest, TheRequestDeadlineComesFromThePolicy) {
   EXPECT_EQ(late.status, 504) << late.body;
   EXPECT_TRUE(absl::StrContains(late.body, R"("code":"deadline_exceeded")")) << late.body;
   EXPECT_TRUE(other.WaitFor([&] { return other.cancels_received().size() == 1; }, 5000));
+}
+
+// A non-streamed request holds no handler thread while it waits: a client that leaves
+// still cancels it on the worker, and its outcome is still recorded.
+TEST_F(GatewayTest, NonStreamedClientDisconnectCancelsAndRecordsTheOutcome) {
+  worker_->SetScript({FakeStep::Text("first"), FakeStep::Hang()});
+  {
+    auto client = TestHttpClient::Connect(server_->port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client->SendRequest("POST", "/v1/chat/completions", Chat("test-model"),
+                                    {{"Authorization", "Bearer k-dev"}}).ok());
+    ASSERT_TRUE(worker_->WaitFor([&] { return worker_->active_requests() == 1; }, 5000));
+  }
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
+  auto failed_as_cancelled = [&] {
+    for (const auto& e : recorder_.events()) {
+      if (e[1] == "request.failed" && absl::StrContains(e[2], "\"error_reason\":\"cancelled\"")) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(worker_->WaitFor(failed_as_cancelled, 5000));
+}
+
+// Many non-streamed requests at once from several connections, more than the worker's
+// slots: those sent at once by their handler and those the broker thread dispatches
+// later when credit returns all get their whole answer.
+TEST_F(GatewayTest, ConcurrentNonStreamedRequestsAllAnswered) {
+  constexpr int kClients = 6, kEach = 20;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&] {
+      auto client = TestHttpClient::Connect(server_->port());
+      if (!client.ok()) return;
+      for (int i = 0; i < kEach; ++i) {
+        if (!client->SendRequest("POST", "/v1/chat/completions", Chat("test-model"),
+                                 {{"Authorization", "Bearer k-dev"}}).ok()) {
+          return;
+        }
+        auto response = client->ReadResponse(10000);
+        if (!response.ok() || response->status != 200 ||
+            !absl::StrContains(response->body, "Hello, world")) {
+          return;
+        }
+        ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kClients * kEach);
+}
+
+// Only requests that cannot block may run on the HTTP loop thread: a body that might ask
+// for a stream, even with an escaped key, or a large one goes to a pool thread.
+TEST(GatewayLoopThread, AnswersWithoutBlockingOnlyForSmallNonStreamedBodies) {
+  http::HttpRequest r;
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
+  EXPECT_TRUE(Gateway::AnswersWithoutBlocking(r));
+  r.path = "/v1/responses";
+  EXPECT_TRUE(Gateway::AnswersWithoutBlocking(r));
+  http::HttpRequest streamed = r;
+  streamed.body = R"({"model":"m","stream":false,"input":"hi"})";
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(streamed));
+  http::HttpRequest escaped = r;
+  escaped.body = R"({"model":"m","str\u0065am":true,"input":"hi"})";
+  ASSERT_NE(escaped.body.find('\\'), std::string::npos);  // the escape is in the body
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(escaped));
+  http::HttpRequest large = r;
+  large.body = std::string(9 * 1024, ' ') + r.body;
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(large));
+  http::HttpRequest get = r;
+  get.method = "GET";
+  get.path = "/v1/models";
+  get.body.clear();
+  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(get));
 }
 
 TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {

@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
     if (!tls.ok()) return Die("tls", tls.status().ToString());
     http_options.tls = std::move(*tls);
   }
+  // Small non-streamed requests are admitted on the loop thread (no hand-off).
+  http_options.run_on_loop = &router::Gateway::AnswersWithoutBlocking;
   auto server = http::HttpServer::Start(
       http_options, [&gateway](http::HttpRequest request,
                                std::shared_ptr<http::ResponseWriter> writer) {

@@ -108,15 +108,45 @@ class Broker::Impl {
   // The credit of the model's LIVE workers together.
   size_t FreeSlots(const std::string& model) const;
   void Deliver(InFlight& flight, v1::StreamEvent event);
-  void Terminate(const std::string& request_id, uint64_t seq, StreamSink& sink,
-                 v1::FinishReason finish, const absl::Status& status);
+  void Terminate(const std::string& request_id, uint64_t seq,
+                 const std::shared_ptr<StreamSink>& sink, v1::FinishReason finish,
+                 const absl::Status& status);
+  // Receives and handles what has arrived on the socket, at most `max` messages.
+  // Returns whether more may be waiting.
+  bool DrainLocked(int max);
+  // Whether the socket holds messages nobody has received yet. Asked after every use of
+  // the socket from a thread other than the broker's: a send may consume the socket's
+  // wake-up signal (ZMQ_FD is edge-triggered), and then the broker thread must be woken
+  // so that it does not sleep on messages that already arrived.
+  bool SocketReadableLocked();
   void DropFrame(absl::string_view event, const std::string& identity, absl::string_view why);
+  // Rebuilds `bundles_` from the registry (after a worker came or went).
+  void RefreshBundles();
+
+  // Locks mu_; after unlocking, flushes the sinks that received events meanwhile (a
+  // sink's Flush may then do real work, such as answering its client, without holding
+  // up the broker's other callers).
+  class Locked {
+   public:
+    explicit Locked(Impl* impl) : impl_(impl), lock_(impl->mu_) {}
+    ~Locked() {
+      std::vector<std::shared_ptr<StreamSink>> sinks;
+      sinks.swap(impl_->touched_);
+      lock_.unlock();
+      for (const auto& sink : sinks) sink->Flush();
+    }
+
+   private:
+    Impl* impl_;
+    std::unique_lock<std::mutex> lock_;
+  };
 
   BrokerOptions options_;
   zmq::context_t context_{1};
   zmq::socket_t socket_;
   std::unique_ptr<WorkerAuth> auth_;  // set when CURVE is on
   int event_fd_ = -1;
+  int socket_fd_ = -1;  // the socket's ZMQ_FD: readable when the socket needs a look
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
@@ -130,6 +160,11 @@ class Broker::Impl {
     std::string identity, request_id, reason;
   };
   std::vector<PendingCancel> cancels_to_send_;
+  std::vector<std::shared_ptr<StreamSink>> touched_;  // sinks to Flush()
+  // Model -> the bundle of one of its LIVE workers: what LiveBundle() answers (once per
+  // request) without taking mu_, which the broker thread holds while it drains.
+  mutable std::mutex bundles_mu_;
+  std::map<std::string, v1::BundleIdentity> bundles_;
   int64_t last_heartbeat_sent_us_ = 0;
   BrokerStats stats_;
 };
@@ -157,6 +192,7 @@ absl::StatusOr<std::string> Broker::Impl::Bind() {
   }
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd_ < 0) return absl::InternalError("eventfd failed");
+  socket_fd_ = socket_.get(zmq::sockopt::fd);
   return LastEndpoint(socket_);
 }
 
@@ -173,7 +209,7 @@ void Broker::Impl::Stop() {
   if (event_fd_ >= 0) Wake();
   if (thread_.joinable()) thread_.join();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Locked lock(this);
     std::vector<std::string> identities;
     for (auto& [identity, worker] : workers_) identities.push_back(identity);
     for (const auto& identity : identities) {
@@ -187,7 +223,7 @@ void Broker::Impl::Stop() {
     for (auto& [model, classes] : queues_) {
       for (auto& queue : classes) {
         for (auto& pending : queue) {
-          Terminate(pending.request.request_id(), 0, *pending.sink, v1::FINISH_ERROR,
+          Terminate(pending.request.request_id(), 0, pending.sink, v1::FINISH_ERROR,
                     WithRetryAfter(ReasonError("no_worker", "the router is shutting down"),
                                    options_.retry_after_ms));
         }
@@ -203,13 +239,16 @@ void Broker::Impl::Stop() {
 }
 
 void Broker::Impl::Run() {
+  bool more = false;  // messages may be waiting: look again without sleeping
   while (!stopping_) {
+    // The socket itself is only touched under mu_ (other threads send on it too, see
+    // Submit); here the thread sleeps on its ZMQ_FD, a plain fd.
     zmq::pollitem_t items[] = {
-        {static_cast<void*>(socket_), 0, ZMQ_POLLIN, 0},
+        {nullptr, socket_fd_, ZMQ_POLLIN, 0},
         {nullptr, event_fd_, ZMQ_POLLIN, 0},
         {auth_ ? static_cast<void*>(auth_->zap_socket()) : nullptr, -1, ZMQ_POLLIN, 0},
     };
-    long timeout_ms = std::max<long>(10, options_.heartbeat_interval_ms / 4);
+    long timeout_ms = more ? 0 : std::max<long>(10, options_.heartbeat_interval_ms / 4);
     try {
       zmq::poll(items, auth_ ? 3 : 2, std::chrono::milliseconds(timeout_ms));
     } catch (const zmq::error_t&) {
@@ -221,22 +260,9 @@ void Broker::Impl::Run() {
       while (read(event_fd_, &count, sizeof(count)) > 0) {
       }
     }
+    Locked lock(this);
     // Drain what arrived (bounded per round so that ticks still happen).
-    for (int i = 0; i < 1000; ++i) {
-      auto frames = RecvFrames(socket_, 0);
-      if (!frames.ok()) {
-        if (absl::IsDeadlineExceeded(frames.status())) break;
-        if (absl::IsUnavailable(frames.status())) break;
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.dropped_frames;
-        Log(LogLevel::kWarning, "broker.frame_dropped",
-            {{"why", std::string(frames.status().message())}});
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      HandleMessage(std::move(*frames));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
+    more = DrainLocked(1000);
     std::vector<PendingCancel> cancels;
     cancels.swap(cancels_to_send_);
     for (const auto& c : cancels) {
@@ -248,6 +274,31 @@ void Broker::Impl::Run() {
     }
     Tick();
     Dispatch();
+    more = more || SocketReadableLocked();
+  }
+}
+
+bool Broker::Impl::DrainLocked(int max) {
+  for (int i = 0; i < max; ++i) {
+    auto frames = RecvFrames(socket_, 0);
+    if (!frames.ok()) {
+      if (absl::IsDeadlineExceeded(frames.status())) return false;
+      if (absl::IsUnavailable(frames.status())) return false;
+      ++stats_.dropped_frames;
+      Log(LogLevel::kWarning, "broker.frame_dropped",
+          {{"why", std::string(frames.status().message())}});
+      continue;
+    }
+    HandleMessage(std::move(*frames));
+  }
+  return true;
+}
+
+bool Broker::Impl::SocketReadableLocked() {
+  try {
+    return (socket_.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+  } catch (const zmq::error_t&) {
+    return false;  // the socket is closing
   }
 }
 
@@ -342,6 +393,7 @@ void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready) 
   worker.credit = ready.free_slots();
   worker.last_seen_us = options_.clock->MonotonicMicros();
   workers_[identity] = std::move(worker);
+  RefreshBundles();
   Log(LogLevel::kInfo, "broker.worker_state",
       {{"worker_id", ready.worker_id()}, {"identity", Printable(identity)},
        {"from", "UNKNOWN"}, {"state", "LIVE"}, {"model", ready.bundle().model()},
@@ -377,7 +429,7 @@ void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
   for (const auto& id : lost) {
     auto it = worker.in_flight.find(id);
     if (!it->second.cancelled) {
-      Terminate(id, it->second.next_seq, *it->second.pending.sink, v1::FINISH_ERROR,
+      Terminate(id, it->second.next_seq, it->second.pending.sink, v1::FINISH_ERROR,
                 WithRetryAfter(ReasonError("worker_lost", "the worker no longer reports this request"),
                                options_.retry_after_ms));
     }
@@ -394,6 +446,9 @@ void Broker::Impl::Deliver(InFlight& flight, v1::StreamEvent event) {
   if (flight.cancelled) return;
   event.set_seq(flight.relayed++);
   flight.pending.sink->OnEvent(event);
+  if (touched_.empty() || touched_.back() != flight.pending.sink) {
+    touched_.push_back(flight.pending.sink);
+  }
 }
 
 void Broker::Impl::OnPartial(Worker& worker, const v1::Partial& partial) {
@@ -407,7 +462,7 @@ void Broker::Impl::OnPartial(Worker& worker, const v1::Partial& partial) {
     if (event.seq() != flight.next_seq) {
       // A lost frame: the stream cannot be trusted any more.
       if (!flight.cancelled) {
-        Terminate(partial.request_id(), flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+        Terminate(partial.request_id(), flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
                   ReasonError("protocol_error",
                               absl::StrCat("seq gap from the worker: expected ", flight.next_seq,
                                            ", got ", event.seq())));
@@ -454,7 +509,7 @@ void Broker::Impl::OnFinal(Worker& worker, const v1::Final& final_message) {
   if (flight.cancelled) return;
   v1::StreamEvent event = final_message.terminal();
   if (event.seq() != flight.next_seq) {
-    Terminate(id, flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+    Terminate(id, flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
               ReasonError("protocol_error", absl::StrCat("seq gap before FINAL: expected ",
                                                          flight.next_seq, ", got ", event.seq())));
     return;
@@ -462,8 +517,9 @@ void Broker::Impl::OnFinal(Worker& worker, const v1::Final& final_message) {
   Deliver(flight, std::move(event));
 }
 
-void Broker::Impl::Terminate(const std::string& request_id, uint64_t seq, StreamSink& sink,
-                             v1::FinishReason finish, const absl::Status& status) {
+void Broker::Impl::Terminate(const std::string& request_id, uint64_t seq,
+                             const std::shared_ptr<StreamSink>& sink, v1::FinishReason finish,
+                             const absl::Status& status) {
   v1::StreamEvent event;
   event.set_request_id(request_id);
   event.set_seq(seq);
@@ -471,7 +527,8 @@ void Broker::Impl::Terminate(const std::string& request_id, uint64_t seq, Stream
   terminal->set_finish_reason(finish);
   ToProto(status, terminal->mutable_status());
   if (RetryAfterMs(status) > 0) terminal->mutable_status()->set_retry_after_ms(RetryAfterMs(status));
-  sink.OnEvent(event);
+  sink->OnEvent(event);
+  touched_.push_back(sink);
 }
 
 void Broker::Impl::Expire(std::string identity, absl::string_view why) {
@@ -479,6 +536,7 @@ void Broker::Impl::Expire(std::string identity, absl::string_view why) {
   if (it == workers_.end()) return;
   Worker worker = std::move(it->second);
   workers_.erase(it);
+  RefreshBundles();
   ++stats_.workers_expired;
   Log(LogLevel::kWarning, "broker.worker_state",
       {{"worker_id", worker.worker_id}, {"identity", Printable(identity)}, {"from", "LIVE"},
@@ -488,7 +546,7 @@ void Broker::Impl::Expire(std::string identity, absl::string_view why) {
     owner_.erase(id);
     known_ids_.erase(id);
     if (flight.cancelled) continue;
-    Terminate(id, flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+    Terminate(id, flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
               WithRetryAfter(ReasonError("worker_lost",
                                          absl::StrCat("the worker serving this request was lost: ",
                                                       why)),
@@ -519,7 +577,7 @@ void Broker::Impl::FailQueuedIfNoWorker(const std::string& model) {
   for (auto& queue : it->second) {
     for (auto& pending : queue) {
       known_ids_.erase(pending.request.request_id());
-      Terminate(pending.request.request_id(), 0, *pending.sink, v1::FINISH_ERROR,
+      Terminate(pending.request.request_id(), 0, pending.sink, v1::FINISH_ERROR,
                 WithRetryAfter(ReasonError("no_worker",
                                            absl::StrCat("no live worker serves '", model, "'")),
                                options_.retry_after_ms));
@@ -558,7 +616,7 @@ void Broker::Impl::Tick() {
         uint64_t deadline = q->request.deadline_unix_ms();
         if (deadline != 0 && now_unix_ms >= deadline) {
           known_ids_.erase(q->request.request_id());
-          Terminate(q->request.request_id(), 0, *q->sink, v1::FINISH_ERROR,
+          Terminate(q->request.request_id(), 0, q->sink, v1::FINISH_ERROR,
                     ReasonError("deadline_exceeded", "the deadline passed while queued"));
           q = queue.erase(q);
         } else {
@@ -572,7 +630,7 @@ void Broker::Impl::Tick() {
     for (auto& [id, flight] : worker.in_flight) {
       uint64_t deadline = flight.pending.request.deadline_unix_ms();
       if (!flight.cancelled && deadline != 0 && now_unix_ms >= deadline) {
-        Terminate(id, flight.relayed, *flight.pending.sink, v1::FINISH_ERROR,
+        Terminate(id, flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
                   ReasonError("deadline_exceeded", "the request's deadline passed"));
         flight.cancelled = true;
         expired.emplace_back(identity, id);
@@ -624,7 +682,7 @@ void Broker::Impl::Dispatch() {
 }
 
 absl::Status Broker::Impl::Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   const std::string& id = request.request_id();
   if (id.empty() || known_ids_.count(id)) {
     return ReasonError("invalid_request", "missing or duplicate request id");
@@ -649,13 +707,20 @@ absl::Status Broker::Impl::Submit(v1::InferenceRequest request, std::shared_ptr<
   }
   known_ids_.insert(id);
   int cls = ClassIndex(request.priority());
+  const bool credit = FreeSlots(request.model()) > 0;
   classes[cls].push_back(Pending{std::move(request), std::move(sink)});
-  Wake();
+  // A worker has a free slot: send the REQUEST from this thread, without waking the
+  // broker thread. Otherwise the request waits; the broker thread dispatches it when a
+  // FINAL or HEARTBEAT gives credit back.
+  if (credit) {
+    Dispatch();
+    if (SocketReadableLocked()) Wake();
+  }
   return absl::OkStatus();
 }
 
 void Broker::Impl::Cancel(const std::string& request_id, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked lock(this);
   if (!known_ids_.count(request_id)) return;
   auto owner = owner_.find(request_id);
   if (owner == owner_.end()) {
@@ -663,7 +728,7 @@ void Broker::Impl::Cancel(const std::string& request_id, const std::string& reas
       for (auto& queue : classes) {
         for (auto q = queue.begin(); q != queue.end(); ++q) {
           if (q->request.request_id() != request_id) continue;
-          Terminate(request_id, 0, *q->sink, v1::FINISH_CANCELLED,
+          Terminate(request_id, 0, q->sink, v1::FINISH_CANCELLED,
                     ReasonError("cancelled", reason));
           queue.erase(q);
           known_ids_.erase(request_id);
@@ -677,7 +742,7 @@ void Broker::Impl::Cancel(const std::string& request_id, const std::string& reas
   if (worker == workers_.end()) return;
   auto flight = worker->second.in_flight.find(request_id);
   if (flight == worker->second.in_flight.end() || flight->second.cancelled) return;
-  Terminate(request_id, flight->second.relayed, *flight->second.pending.sink,
+  Terminate(request_id, flight->second.relayed, flight->second.pending.sink,
             v1::FINISH_CANCELLED, ReasonError("cancelled", reason));
   flight->second.cancelled = true;
   // The CANCEL goes out on the broker thread (it owns the socket): queue it there.
@@ -686,11 +751,17 @@ void Broker::Impl::Cancel(const std::string& request_id, const std::string& reas
 }
 
 std::optional<v1::BundleIdentity> Broker::Impl::LiveBundle(const std::string& model) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [identity, worker] : workers_) {
-    if (worker.bundle.model() == model) return worker.bundle;
-  }
-  return std::nullopt;
+  std::lock_guard<std::mutex> lock(bundles_mu_);
+  auto it = bundles_.find(model);
+  if (it == bundles_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Broker::Impl::RefreshBundles() {
+  std::map<std::string, v1::BundleIdentity> bundles;
+  for (const auto& [identity, worker] : workers_) bundles.emplace(worker.bundle.model(), worker.bundle);
+  std::lock_guard<std::mutex> lock(bundles_mu_);
+  bundles_.swap(bundles);
 }
 
 std::vector<std::string> Broker::Impl::LiveModels() const {

@@ -21,16 +21,21 @@
 // stopped). Nothing is retried once any event reached the sink; a request the worker
 // refused with queue_full before any event is put back at the head of its queue.
 //
-// Threading (the choice the design asked to document): one broker thread owns the
-// ZeroMQ socket and is the only one to send or receive on it. Other threads (HTTP
-// handlers) call Submit()/Cancel(), which change the shared state under one mutex and
-// wake the broker thread through an eventfd that it polls next to the socket
-// (zmq_poll accepts plain fds). We chose the lock + eventfd over an inproc socket
-// because admission must answer synchronously (429/503 before any byte of the
-// response) and the state it reads (registry, queue lengths) is the broker's own.
-// Sink callbacks run on the broker thread (or on the thread calling Cancel()), with
-// the broker's mutex held: they must be quick, must not block, and must not call back
-// into the Broker.
+// Threading (the choice the design asked to document): one broker thread receives on
+// the ZeroMQ socket, sends heartbeats and CANCELs, runs the timers and dispatches what
+// waits for credit. Other threads (HTTP handlers) call Submit()/Cancel(), which change
+// the shared state under one mutex. When a worker has a free slot, Submit() sends the
+// REQUEST itself, under that mutex, so that admission and dispatch cost no thread
+// hand-off; otherwise it queues and the broker thread dispatches when credit returns.
+// The socket is used only under the mutex (ZeroMQ sockets may move between threads
+// behind a full memory barrier); the broker thread sleeps on the socket's ZMQ_FD and an
+// eventfd, and a thread that used the socket wakes it when messages are waiting (a send
+// may consume ZMQ_FD's edge-triggered signal). We chose the lock over an inproc socket
+// because admission must answer synchronously (429/503 before any byte of the response)
+// and the state it reads (registry, queue lengths) is the broker's own.
+// Sink callbacks run on the broker thread (or on the thread calling Submit() or
+// Cancel()), with the broker's mutex held: they must be quick, must not block, and must
+// not call back into the Broker.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef GANTRY_ROUTER_BROKER_BROKER_H_
@@ -55,6 +60,12 @@ class StreamSink {
  public:
   virtual ~StreamSink() = default;
   virtual void OnEvent(const v1::StreamEvent& event) = 0;
+  // Called once after each batch of OnEvent calls (the events of one broker pass, e.g.
+  // a worker's PARTIAL and FINAL that arrived together), on the same thread, after the
+  // broker's mutex was released (so Flush may call into the Broker). A sink may hold
+  // back waking its consumer until then, so that a consumer wakes once per batch
+  // rather than once per event, or consume the events right here.
+  virtual void Flush() {}
 };
 
 // CURVE on the worker socket (docs/protocol.md, "CURVE and ZAP"): the router is the

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -88,6 +89,11 @@ struct Conn {
   bool keep_alive = true;      // of the request being answered
   bool closed = false;
   bool overflow = false;       // the client stopped reading
+  // Plain TCP: a writer sends its bytes itself and ends a whole response cycle without
+  // waking the loop (see ConnWriter::Flush). `input_buffered` tells it whether the loop
+  // holds received bytes (a pipelined request) that only the loop can parse.
+  bool input_buffered = false;
+  bool ended_by_writer = false;  // the response ended and was sent, the loop not told yet
   std::function<void()> on_close;
 };
 
@@ -115,6 +121,9 @@ class HttpServer::Impl {
     (void)n;
   }
   size_t max_output_bytes() const { return options_.max_output_bytes; }
+  // Whether writers may send on the socket themselves (plain TCP; TLS records stay on
+  // the loop thread, which owns the SSL object).
+  bool direct_writes() const { return !options_.tls; }
 
  private:
   void Loop();
@@ -139,15 +148,22 @@ class HttpServer::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<Conn>> conns_;  // (loop)
   std::atomic<size_t> conn_count_{0};
   uint64_t next_id_ = 1;
+  int64_t last_sweep_ms_ = 0;  // (loop)
 
   std::mutex dirty_mu_;
   std::vector<std::shared_ptr<Conn>> dirty_;
 
+  // A pool thread waiting for work. The most recently idle thread gets the next task
+  // (its stack and caches are warm), handed over directly; a burst that finds no idle
+  // thread queues in `tasks_`.
+  struct PoolWaiter {
+    std::condition_variable cv;
+    std::function<void()> task;  // set by the loop when it hands this thread a task
+  };
   std::mutex pool_mu_;
-  std::condition_variable pool_cv_;
+  std::vector<PoolWaiter*> idle_;  // idle threads, the most recently idle last (pool_mu_)
   std::deque<std::function<void()>> tasks_;
   bool pool_stop_ = false;
-  size_t pool_idle_ = 0;  // threads waiting for a task (pool_mu_)
   std::vector<std::thread> pool_;
 };
 
@@ -191,7 +207,7 @@ class ConnWriter : public ResponseWriter {
     if (!conn_->keep_alive) headers.emplace_back("Connection", "close");
     Append(StatusLineAndHeaders(response.status, headers) + "\r\n" + response.body);
     conn_->response = Conn::Response::kDone;
-    server_->MarkDirty(conn_);
+    Flush();
     return true;
   }
 
@@ -204,7 +220,7 @@ class ConnWriter : public ResponseWriter {
     if (!conn_->keep_alive) all.emplace_back("Connection", "close");
     Append(StatusLineAndHeaders(status, all) + "\r\n");
     conn_->response = Conn::Response::kStreaming;
-    server_->MarkDirty(conn_);
+    Flush();
     return true;
   }
 
@@ -216,7 +232,7 @@ class ConnWriter : public ResponseWriter {
     char size[32];
     std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
     Append(absl::StrCat(size, data, "\r\n"));
-    server_->MarkDirty(conn_);
+    Flush();
     return !conn_->overflow;
   }
 
@@ -226,7 +242,7 @@ class ConnWriter : public ResponseWriter {
     if (conn_->closed || conn_->response != Conn::Response::kStreaming) return false;
     Append("0\r\n\r\n");
     conn_->response = Conn::Response::kDone;
-    server_->MarkDirty(conn_);
+    Flush();
     return true;
   }
 
@@ -249,6 +265,38 @@ class ConnWriter : public ResponseWriter {
  private:
   // Precondition: conn_->mu held. False once the connection moved on to a later request.
   bool Current() const { return conn_->generation == generation_; }
+  // Precondition: conn_->mu held. Sends what is queued, on this thread when the
+  // transport allows it and nothing needs the loop; otherwise wakes the loop to do it.
+  // The loop is still needed for a partial write (it waits for EPOLLOUT), a failed one
+  // or an overflow (it closes), a connection that closes after its response, and bytes
+  // of a next request it already holds. A response ended here stays `handling` on the
+  // loop until its next event for the connection (readable, or the idle sweep), which
+  // finishes the cycle in Service().
+  void Flush() {
+    if (!server_->direct_writes() || conn_->overflow || conn_->transport == nullptr) {
+      server_->MarkDirty(conn_);
+      return;
+    }
+    while (conn_->out_offset < conn_->out.size()) {
+      IoResult w = conn_->transport->Write(conn_->out.data() + conn_->out_offset,
+                                           conn_->out.size() - conn_->out_offset);
+      if (w.bytes == 0) {
+        server_->MarkDirty(conn_);  // would block, or failed: the loop takes over
+        return;
+      }
+      conn_->out_offset += w.bytes;
+    }
+    conn_->out.clear();
+    conn_->out_offset = 0;
+    if (conn_->response != Conn::Response::kDone) return;
+    if (!conn_->keep_alive || conn_->input_buffered) {
+      server_->MarkDirty(conn_);
+      return;
+    }
+    conn_->ended_by_writer = true;
+    conn_->on_close = nullptr;  // the response ended: nothing to cancel any more
+  }
+
   // Precondition: conn_->mu held.
   void Append(absl::string_view bytes) {
     if (conn_->out.size() - conn_->out_offset + bytes.size() > server_->max_output_bytes()) {
@@ -318,8 +366,8 @@ void HttpServer::Impl::Stop() {
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     pool_stop_ = true;
+    for (PoolWaiter* waiter : idle_) waiter->cv.notify_one();
   }
-  pool_cv_.notify_all();
   for (auto& t : pool_) t.join();
   pool_.clear();
   {
@@ -333,16 +381,26 @@ void HttpServer::Impl::Stop() {
 }
 
 void HttpServer::Impl::PoolLoop() {
+  PoolWaiter self;  // lives as long as the thread; idle_ points at it while it waits
   while (true) {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(pool_mu_);
-      ++pool_idle_;
-      pool_cv_.wait(lock, [&] { return pool_stop_ || !tasks_.empty(); });
-      --pool_idle_;
-      if (tasks_.empty()) return;  // stopping and drained
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      if (tasks_.empty() && !pool_stop_) {
+        idle_.push_back(&self);
+        self.cv.wait(lock, [&] { return self.task != nullptr || pool_stop_; });
+        if (self.task != nullptr) {
+          task = std::move(self.task);  // the loop took `self` off idle_
+          self.task = nullptr;
+        } else {
+          idle_.erase(std::find(idle_.begin(), idle_.end(), &self));
+        }
+      }
+      if (task == nullptr) {
+        if (tasks_.empty()) return;  // stopping and drained
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
     }
     task();
   }
@@ -381,16 +439,24 @@ void HttpServer::Impl::Loop() {
     for (auto& conn : dirty) {
       if (conn->fd >= 0) Service(conn);
     }
-    // Idle keep-alive connections.
+    // Idle keep-alive connections, and responses their writers ended (Service finishes
+    // those cycles), looked at most every 50 ms.
     int64_t now = NowMs();
-    std::vector<std::shared_ptr<Conn>> idle;
+    if (now - last_sweep_ms_ < 50) continue;
+    last_sweep_ms_ = now;
+    std::vector<std::shared_ptr<Conn>> idle, ended;
     for (auto& [id, conn] : conns_) {
-      if (!conn->handling && now - conn->last_active_ms > options_.idle_timeout_ms) {
-        idle.push_back(conn);
-      } else if (!conn->transport->Established() &&
-                 now - conn->accepted_ms > options_.handshake_timeout_ms) {
+      if (conn->handling) {
+        std::lock_guard<std::mutex> lock(conn->mu);
+        if (conn->ended_by_writer) ended.push_back(conn);
+      } else if (now - conn->last_active_ms > options_.idle_timeout_ms ||
+                 (!conn->transport->Established() &&
+                  now - conn->accepted_ms > options_.handshake_timeout_ms)) {
         idle.push_back(conn);
       }
+    }
+    for (auto& conn : ended) {
+      if (conn->fd >= 0) Service(conn);
     }
     for (auto& conn : idle) Close(conn);
   }
@@ -507,16 +573,29 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
   {
     std::lock_guard<std::mutex> lock(conn->mu);
     conn->keep_alive = request->keep_alive;
+    conn->input_buffered = !conn->in.empty();  // a pipelined request waits for the loop
   }
+  if (options_.run_on_loop && options_.run_on_loop(*request)) {
+    handler_(std::move(*request), std::move(writer));
+    return;
+  }
+  std::shared_ptr<HttpRequest> shared(std::move(request));
+  std::function<void()> task = [this, shared, writer]() mutable {
+    handler_(std::move(*shared), std::move(writer));
+  };
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
-    std::shared_ptr<HttpRequest> shared(std::move(request));
-    tasks_.push_back([this, shared, writer]() mutable {
-      handler_(std::move(*shared), std::move(writer));
-    });
+    if (!idle_.empty()) {
+      PoolWaiter* waiter = idle_.back();
+      idle_.pop_back();
+      waiter->task = std::move(task);
+      waiter->cv.notify_one();
+      return;
+    }
+    tasks_.push_back(std::move(task));
     // Every handler busy (streams hold theirs): one more thread, up to the cap; past
     // it, requests wait in order for a free one.
-    if (pool_idle_ < tasks_.size() && pool_.size() < options_.max_handler_threads) {
+    if (pool_.size() < options_.max_handler_threads) {
       try {
         pool_.emplace_back([this] { PoolLoop(); });
       } catch (const std::system_error&) {
@@ -524,7 +603,6 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
       }
     }
   }
-  pool_cv_.notify_one();
 }
 
 void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
@@ -532,6 +610,7 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
   {
     std::lock_guard<std::mutex> lock(conn->mu);
     if (conn->closed) return;
+    conn->input_buffered = !conn->in.empty();
     // A TLS write retried after WANT_READ/WANT_WRITE sees the same bytes at the same
     // offset, maybe at a new address and with more after them (SSL_MODE_ACCEPT_MOVING_
     // WRITE_BUFFER): `out` only grows until all of it is sent.
@@ -558,6 +637,7 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
     if (!close_now && !want_write && conn->handling &&
         conn->response == Conn::Response::kDone) {
       finished = true;
+      conn->ended_by_writer = false;
       if (!conn->keep_alive) close_now = true;
       conn->on_close = nullptr;  // the response ended: nothing to cancel any more
     }

@@ -7,9 +7,15 @@
 // mostly sleeping threads (tested in gateway_test.cc).
 //
 // Flow per connection: the loop reads and parses (router/http/http_parser.h); a
-// complete request is handed to the pool with a ResponseWriter; while it is being
+// complete request is handed to the pool with a ResponseWriter (or, when `run_on_loop`
+// says the handler cannot block, handled on the loop thread itself); while it is being
 // answered, further pipelined bytes stay buffered and are parsed only after the
-// response has been written out, so responses leave in request order. Framing errors
+// response has been written out, so responses leave in request order. On plain TCP the
+// thread that calls a ResponseWriter method sends the bytes itself (non-blocking, under
+// the connection's lock) and wakes the loop only when it must: a partial or failed
+// write, a response that closes the connection, or bytes of a next request already
+// buffered; this saves a thread hand-off per response. With TLS every byte goes through
+// the loop thread, which owns the SSL object. Framing errors
 // are answered with an OpenAI-style JSON error (error_response.h) and the connection is
 // closed. With `tls` set, every connection is TLS (tls.h): the handshake and each
 // record run non-blocking on the loop thread, and a read that must write (or a write
@@ -73,7 +79,8 @@ class ResponseWriter {
   virtual void OnClose(std::function<void()> fn) = 0;
 };
 
-// Runs on a pool thread. Must answer through `writer` eventually (here or later from
+// Runs on a pool thread (on the loop thread when HttpServerOptions::run_on_loop says
+// so). Must answer through `writer` eventually (here or later from
 // another thread); a writer dropped without a response answers 500 internal.
 using Handler = std::function<void(HttpRequest request, std::shared_ptr<ResponseWriter> writer)>;
 
@@ -91,6 +98,11 @@ struct HttpServerOptions {
   int handshake_timeout_ms = 10000;
   // When set, the listener speaks TLS only (TlsContext::Load); otherwise plain TCP.
   std::shared_ptr<const TlsContext> tls;
+  // Optional. A request for which this returns true runs the Handler on the loop thread
+  // itself, saving the hand-off to a pool thread; the Handler must then return quickly
+  // and never block (it may answer later from another thread). Called on the loop
+  // thread; must be cheap.
+  std::function<bool(const HttpRequest&)> run_on_loop;
 };
 
 class HttpServer {

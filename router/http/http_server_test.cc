@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -48,6 +50,63 @@ TEST(HttpServer, KeepAliveAndPipelining) {
   auto response = client->ReadResponse();
   ASSERT_TRUE(response.ok());
   EXPECT_EQ(response->body, "GET /d ");
+}
+
+// On plain TCP the handler sends its response itself and the loop learns of it only
+// later; an idle keep-alive connection must still be closed by the idle timeout.
+TEST(HttpServer, IdleTimeoutAfterTheHandlerSentTheResponseItself) {
+  HttpServerOptions options;
+  options.idle_timeout_ms = 200;
+  auto server = StartEcho(options);
+  auto client = TestHttpClient::Connect(server->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->SendRequest("GET", "/a", "").ok());
+  auto response = client->ReadResponse();
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->body, "GET /a ");
+  // Nothing more is sent: the server closes the connection (read sees the end).
+  auto next = client->ReadResponse(10000);
+  EXPECT_TRUE(absl::IsUnavailable(next.status())) << next.status();
+  // The count drops just after the socket is closed.
+  for (int i = 0; i < 5000 && server->connection_count() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(server->connection_count(), 0u);
+}
+
+// A request that arrives while the previous one is still being answered from another
+// thread is parsed and answered after it, in order.
+TEST(HttpServer, RequestArrivingWhileAnotherThreadAnswers) {
+  std::atomic<bool> started{false}, release{false};
+  std::vector<std::thread> answerers;
+  std::mutex answerers_mu;
+  auto server = HttpServer::Start({}, [&](HttpRequest req, std::shared_ptr<ResponseWriter> w) {
+    if (req.path != "/slow") {
+      w->Send(HttpResponse{200, {}, "fast"});
+      return;
+    }
+    std::lock_guard<std::mutex> lock(answerers_mu);
+    answerers.emplace_back([&, w] {
+      started = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      w->Send(HttpResponse{200, {}, "slow"});
+    });
+  });
+  ASSERT_TRUE(server.ok());
+  auto client = TestHttpClient::Connect((*server)->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->SendRequest("GET", "/slow", "").ok());
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(client->SendRequest("GET", "/fast", "").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // either order is valid
+  release = true;
+  for (const char* expected : {"slow", "fast"}) {
+    auto response = client->ReadResponse(10000);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->body, expected);
+  }
+  (*server)->Stop();
+  for (auto& t : answerers) t.join();
 }
 
 TEST(HttpServer, ChunkedStreaming) {
