@@ -127,7 +127,9 @@ TEST_F(TlsServerTest, BadHandshakesDoNotDisturbAStreamOrOtherClients) {
     // Meanwhile a good client is served.
     auto good = TestHttpClient::ConnectTls(server_->port(), Cert("server"));
     EXPECT_TRUE(good.ok()) << good.status();
-    if (good.ok()) EXPECT_EQ(*Chat(*good, "meanwhile"), "hello over tls: meanwhile");
+    if (good.ok()) {
+      EXPECT_EQ(*Chat(*good, "meanwhile"), "hello over tls: meanwhile");
+    }
     release_.Notify();
     return true;
   });

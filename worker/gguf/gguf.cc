@@ -66,18 +66,18 @@ class Cursor {
 absl::Status ReadValue(Cursor* c, ValueType type, int depth, Value* out) {
   out->type = type;
   switch (type) {
-    case ValueType::kUint8: { uint8_t v; auto s = c->Read(&v, "u8"); out->u = v; return s; }
-    case ValueType::kInt8: { int8_t v; auto s = c->Read(&v, "i8"); out->i = v; return s; }
-    case ValueType::kUint16: { uint16_t v; auto s = c->Read(&v, "u16"); out->u = v; return s; }
-    case ValueType::kInt16: { int16_t v; auto s = c->Read(&v, "i16"); out->i = v; return s; }
-    case ValueType::kUint32: { uint32_t v; auto s = c->Read(&v, "u32"); out->u = v; return s; }
-    case ValueType::kInt32: { int32_t v; auto s = c->Read(&v, "i32"); out->i = v; return s; }
-    case ValueType::kUint64: { uint64_t v; auto s = c->Read(&v, "u64"); out->u = v; return s; }
-    case ValueType::kInt64: { int64_t v; auto s = c->Read(&v, "i64"); out->i = v; return s; }
-    case ValueType::kFloat32: { float v; auto s = c->Read(&v, "f32"); out->f = v; return s; }
-    case ValueType::kFloat64: { double v; auto s = c->Read(&v, "f64"); out->f = v; return s; }
+    case ValueType::kUint8: { uint8_t v{}; auto s = c->Read(&v, "u8"); out->u = v; return s; }
+    case ValueType::kInt8: { int8_t v{}; auto s = c->Read(&v, "i8"); out->i = v; return s; }
+    case ValueType::kUint16: { uint16_t v{}; auto s = c->Read(&v, "u16"); out->u = v; return s; }
+    case ValueType::kInt16: { int16_t v{}; auto s = c->Read(&v, "i16"); out->i = v; return s; }
+    case ValueType::kUint32: { uint32_t v{}; auto s = c->Read(&v, "u32"); out->u = v; return s; }
+    case ValueType::kInt32: { int32_t v{}; auto s = c->Read(&v, "i32"); out->i = v; return s; }
+    case ValueType::kUint64: { uint64_t v{}; auto s = c->Read(&v, "u64"); out->u = v; return s; }
+    case ValueType::kInt64: { int64_t v{}; auto s = c->Read(&v, "i64"); out->i = v; return s; }
+    case ValueType::kFloat32: { float v{}; auto s = c->Read(&v, "f32"); out->f = v; return s; }
+    case ValueType::kFloat64: { double v{}; auto s = c->Read(&v, "f64"); out->f = v; return s; }
     case ValueType::kBool: {
-      uint8_t v;
+      uint8_t v{};
       auto s = c->Read(&v, "bool");
       if (s.ok() && v > 1) return Invalid(c->pos() - 1, "bool value not 0 or 1");
       out->u = v;

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -165,7 +166,8 @@ int Main(int argc, char** argv) {
   const int pp = quick ? 128 : 512, tg = quick ? 32 : 128;
   if (quick && !repeat_set) repeat = 1;
   if (!Exists(peer + "/llama_peer.mjs")) peer.clear();
-  std::system(absl::StrCat("mkdir -p '", models_dir, "'").c_str());
+  std::error_code ignored;  // writing the models there fails with a clear message if it is not
+  std::filesystem::create_directories(models_dir, ignored);
 
   kernels::ThreadPool pool(threads);
   const double copy = CopyRate(&pool);

@@ -1,6 +1,7 @@
 #include "worker/server/test_bundle.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +21,9 @@ absl::StatusOr<std::string> TestBundleDirForTest(bool with_tool_protocol) {
   const std::string base = absl::StrCat(tmp ? tmp : "/tmp", "/test-bundles");
   const std::string tokenizer = absl::StrCat(ref, "/tokenizers/qwen3");
   if (!made) {
-    std::system(absl::StrCat("rm -rf '", base, "' && mkdir -p '", base, "'").c_str());
+    std::error_code ignored;  // a missing folder is fine; create_directories reports the rest
+    std::filesystem::remove_all(base, ignored);
+    std::filesystem::create_directories(base, ignored);
     testmodel::TestModelOptions o;
     o.tokenizer_dir = tokenizer;
     o.arch = "qwen3";
