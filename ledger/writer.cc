@@ -1,6 +1,7 @@
 #include "ledger/writer.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -323,6 +324,7 @@ void LedgerWriter::HandleBatch(std::vector<v1::LedgerEvent> batch) {
 }
 
 void LedgerWriter::Run() {
+  pthread_setname_np(pthread_self(), "ledger-writer");  // shown by top -H and perf
   for (;;) {
     std::vector<v1::LedgerEvent> batch;
     bool stopping;

@@ -1,5 +1,7 @@
 #include "router/budget/budget_sync.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <exception>
 #include <map>
@@ -147,6 +149,7 @@ absl::Status BudgetSync::SyncOnce() {
 }
 
 void BudgetSync::Run() {
+  pthread_setname_np(pthread_self(), "budget-sync");  // shown by top -H and perf
   bool failing = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {

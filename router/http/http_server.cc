@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -381,6 +382,7 @@ void HttpServer::Impl::Stop() {
 }
 
 void HttpServer::Impl::PoolLoop() {
+  pthread_setname_np(pthread_self(), "http-handler");  // shown by top -H and perf
   PoolWaiter self;  // lives as long as the thread; idle_ points at it while it waits
   while (true) {
     std::function<void()> task;
@@ -407,6 +409,7 @@ void HttpServer::Impl::PoolLoop() {
 }
 
 void HttpServer::Impl::Loop() {
+  pthread_setname_np(pthread_self(), "http-loop");  // shown by top -H and perf
   epoll_event events[64];
   while (!stopping_) {
     int n = epoll_wait(epoll_fd_, events, 64, 500);

@@ -105,6 +105,13 @@ TestHttpClient& TestHttpClient::operator=(TestHttpClient&& other) noexcept {
 
 TestHttpClient::~TestHttpClient() { Close(); }
 
+int TestHttpClient::ReleaseFd() {
+  if (ssl_ != nullptr) return -1;
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
 void TestHttpClient::Close() {
   if (ssl_ != nullptr) SSL_free(static_cast<SSL*>(ssl_));
   ssl_ = nullptr;

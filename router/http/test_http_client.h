@@ -52,6 +52,9 @@ class TestHttpClient {
   // Whether the server closed the connection (reads EOF within `timeout_ms`).
   bool WaitForClose(int timeout_ms);
   void Close();
+  // Hands the connected socket to the caller (plain connections only: -1 under TLS or
+  // when closed); this object is then closed.
+  int ReleaseFd();
 
  private:
   explicit TestHttpClient(int fd) : fd_(fd) {}
