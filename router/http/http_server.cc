@@ -76,6 +76,7 @@ struct Conn {
   int fd = -1;                 // (loop) -1 once closed
   std::unique_ptr<Transport> transport;  // (loop) plain or TLS over `fd`
   bool read_wants_write = false;         // (loop) TLS: a read waits for writability
+  bool watching_writable = false;        // (loop) EPOLLOUT is in the fd's epoll interest
   std::string in;              // (loop) received, not yet parsed
   int64_t last_active_ms = 0;  // (loop)
   int64_t accepted_ms = 0;     // (loop)
@@ -522,6 +523,9 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
         Close(conn);
         return;
       }
+      // A short read took all the socket held; epoll (level-triggered) reports more.
+      // Saves the read that would only say EAGAIN. TLS may hold decrypted bytes.
+      if (r.bytes < sizeof(buf) && !conn->transport->Buffers()) break;
       continue;
     }
     if (r.closed) {  // the peer closed (or half-closed) its side, or TLS failed
@@ -658,6 +662,8 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
 }
 
 void HttpServer::Impl::UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write) {
+  if (want_write == conn->watching_writable) return;  // unchanged: no system call
+  conn->watching_writable = want_write;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u);
   ev.data.u64 = conn->id;

@@ -109,6 +109,7 @@ class TlsTransport : public Transport {
   }
 
   bool Established() const override { return SSL_is_init_finished(ssl_) == 1; }
+  bool Buffers() const override { return true; }
 
   void Shutdown() override {
     if (!failed_ && SSL_is_init_finished(ssl_)) (void)SSL_shutdown(ssl_);  // close_notify

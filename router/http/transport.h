@@ -31,6 +31,9 @@ class Transport {
   virtual void Shutdown() {}
   // Whether the connection is ready for application bytes (TLS: the handshake is done).
   virtual bool Established() const { return true; }
+  // Whether Read may leave bytes inside the transport that the socket no longer shows
+  // (TLS: records read and not yet returned), so that a reader must go on to EAGAIN.
+  virtual bool Buffers() const { return false; }
 };
 
 // Plain TCP on the non-blocking socket `fd` (not owned: the server closes it).
