@@ -2,6 +2,8 @@
 // loopback), plus the shapes a hostile peer can send.
 #include "common/zmq_io.h"
 
+#include <unistd.h>
+
 #include "absl/strings/match.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
@@ -82,6 +84,41 @@ TEST_F(RouterEnvelopeTest, OtherShapesAreProtocolErrors) {
     EXPECT_FALSE(bad.ok());
     EXPECT_TRUE(absl::StrContains(bad.status().message(), "frames")) << bad.status();
   }
+}
+
+// Not waiting (timeout 0): nothing there is DEADLINE_EXCEEDED, a waiting multipart
+// message comes whole, a message over the limits is dropped with protocol_error and the
+// next one still arrives.
+TEST_F(RouterEnvelopeTest, ReceiveWithoutWaiting) {
+  EXPECT_TRUE(absl::IsDeadlineExceeded(RecvFrames(router_, 0).status()));
+  zmq::socket_t dealer(context_, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::routing_id, "d");
+  dealer.connect(endpoint_);
+  ASSERT_TRUE(SendFrames(dealer, {"", "a", "b"}).ok());
+  ASSERT_TRUE(SendFrames(dealer, {"", std::string(100, 'x')}).ok());
+  ASSERT_TRUE(SendFrames(dealer, {"", "c"}).ok());
+  // Wait until all three are queued at the ROUTER, then take them without waiting.
+  auto first = RecvFrames(router_, 5000);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, (std::vector<std::string>{"d", "", "a", "b"}));
+  RecvLimits small;
+  small.max_total_bytes = 50;
+  absl::StatusOr<std::vector<std::string>> next;
+  for (int i = 0; i < 500; ++i) {  // the next messages may still be on the wire
+    next = RecvFrames(router_, 0, small);
+    if (!absl::IsDeadlineExceeded(next.status())) break;
+    usleep(10000);
+  }
+  EXPECT_EQ(ReasonOf(next.status()), "protocol_error") << next.status();
+  for (int i = 0; i < 500; ++i) {
+    next = RecvFrames(router_, 0);
+    if (!absl::IsDeadlineExceeded(next.status())) break;
+    usleep(10000);
+  }
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, (std::vector<std::string>{"d", "", "c"}));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(RecvFrames(router_, 0).status()));
 }
 
 }  // namespace
