@@ -120,6 +120,10 @@ class EventQueue : public broker::StreamSink,
   // From now on `consumer` reads the events (Next(0)) instead of a waiting thread; runs
   // it at once when events are already queued.
   void SetConsumer(Consumer consumer) {
+    // Held before the consumer is published: from then on a Flush on the broker's
+    // thread may run it to the end, dropping the Call and with it the Call's reference
+    // to this queue, before this thread reaches RunConsumer.
+    std::shared_ptr<EventQueue> keep = shared_from_this();
     {
       std::lock_guard<std::mutex> lock(mu_);
       consumer_ = std::move(consumer);
@@ -129,7 +133,9 @@ class EventQueue : public broker::StreamSink,
 
  private:
   void RunConsumer() {
-    std::shared_ptr<EventQueue> keep = shared_from_this();  // the consumer may drop its Call
+    // The consumer may drop its Call and with it a reference to this queue; callers hold
+    // another (the broker its sink, SetConsumer its own).
+    std::shared_ptr<EventQueue> keep = shared_from_this();
     std::unique_lock<std::mutex> lock(mu_);
     if (running_) {
       again_ = true;  // the running consumer looks once more

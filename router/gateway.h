@@ -195,7 +195,9 @@ class Gateway {
     // waiting (at once if some already are), on the thread that delivered them (the
     // broker's, or a Submit or Cancel caller's), never two calls at once; it reads them
     // with Next(0) and returns true once it wants no more calls (after the Terminal).
-    // It may destroy this Call when it has seen the Terminal. Call it at most once.
+    // It may destroy this Call when it has seen the Terminal, on another thread before
+    // OnEvents returns: the caller must not touch the Call after this call. Call it at
+    // most once.
     void OnEvents(std::function<bool()> ready);
     void Cancel(const std::string& reason);
     bool done() const;
