@@ -549,6 +549,50 @@ TEST_F(GatewayTest, ConcurrentNonStreamedRequestsAllAnswered) {
   EXPECT_EQ(ok.load(), kClients * kEach);
 }
 
+// Clients that hang up with their request in flight, mixed with clients that wait, on
+// several connections at once: the cancel races the answer on the broker thread. Every
+// waiting client gets its answer, and every request, cancelled or answered, ends with
+// exactly one recorded outcome and leaves nothing in flight.
+TEST_F(GatewayTest, HangUpsRacingAnswersLoseNothing) {
+  constexpr int kClients = 4, kEach = 30;
+  std::atomic<int> answered{0}, sent{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < kEach; ++i) {
+        auto client = TestHttpClient::Connect(server_->port());
+        if (!client.ok()) return;
+        if (!client->SendRequest("POST", "/v1/chat/completions", Chat("test-model"),
+                                 {{"Authorization", "Bearer k-dev"}}).ok()) {
+          return;
+        }
+        ++sent;
+        if ((i + c) % 3 == 0) continue;  // hang up without reading
+        auto response = client->ReadResponse(10000);
+        if (response.ok() && response->status == 200 &&
+            absl::StrContains(response->body, "Hello, world")) {
+          ++answered;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(sent.load(), kClients * kEach);
+  EXPECT_EQ(answered.load(), kClients * kEach - kClients * kEach / 3);
+  auto outcomes = [&] {
+    int n = 0;
+    for (const auto& e : recorder_.events()) {
+      n += e[1] == "request.finished" || e[1] == "request.failed";
+    }
+    return n;
+  };
+  EXPECT_TRUE(worker_->WaitFor([&] {
+    return outcomes() == sent.load() && broker_->stats().in_flight == 0 &&
+           broker_->stats().queued == 0;
+  }, 10000)) << outcomes() << " outcomes for " << sent.load() << " requests; in flight "
+             << broker_->stats().in_flight;
+}
+
 // Only requests that cannot block may run on the HTTP loop thread: a body that might ask
 // for a stream, even with an escaped key, or a large one goes to a pool thread.
 TEST(GatewayLoopThread, AnswersWithoutBlockingOnlyForSmallNonStreamedBodies) {
