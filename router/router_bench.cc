@@ -20,6 +20,8 @@
 //   grpc    the same request as a gRPC Gateway Chat call (router/grpc_gateway.h) over one
 //           HTTP/2 channel: the admitted event, "Hi", the Terminal (throughput: the first
 //           count of blocking client threads).
+//   baregrpc the same gRPC calls to a gRPC server that answers them itself (no router):
+//           gRPC's own cost, so that the router's share over gRPC can be told apart.
 // Accessibility: a principal of the accessibility class streams the same request
 // (SSE); time from sending to the `: admitted` comment and to the first text chunk,
 // p50 / p99 (the goal: admitted within 100 ms).
@@ -253,6 +255,29 @@ bool GrpcChat(v1::Gateway::Stub* stub) {
   }
   return reader->Finish().ok() && hi && terminal;
 }
+
+// A gRPC Gateway without the router: every Chat is answered at once with the admitted
+// event, "Hi" and the Terminal, on gRPC's synchronous server as the real one. What gRPC
+// itself costs here, so that the router's share of the gRPC figures can be told apart.
+class BareGrpcGateway final : public v1::Gateway::Service {
+ public:
+  grpc::Status Chat(grpc::ServerContext*, const v1::ChatRequest* request,
+                    grpc::ServerWriter<v1::StreamEvent>* writer) override {
+    v1::StreamEvent event;
+    event.set_request_id("bare");
+    event.mutable_admitted()->set_priority(v1::PRIORITY_INTERACTIVE);
+    if (request->request().model() != kModel || !writer->Write(event)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "");
+    }
+    event.set_seq(1);
+    event.mutable_text()->set_text("Hi");
+    if (!writer->Write(event)) return grpc::Status(grpc::StatusCode::CANCELLED, "");
+    event.set_seq(2);
+    event.mutable_terminal()->set_finish_reason(v1::FINISH_STOP);
+    writer->WriteLast(event, grpc::WriteOptions());
+    return grpc::Status::OK;
+  }
+};
 
 // `call` `n` times in a row: the latency of each, in microseconds; empty when one fails.
 std::vector<double> Sequential(int n, const char* what, const std::function<bool()>& call) {
@@ -490,6 +515,26 @@ int Main(int argc, char** argv) {
   std::vector<double> grpc_us = Sequential(requests, "gRPC", grpc_caller());
   if (grpc_us.empty()) return 1;
   const Counts grpc = Concurrent(concurrency, seconds, grpc_caller);
+  // The same calls to the bare gRPC Gateway.
+  BareGrpcGateway bare_service;
+  int bare_port = 0;
+  grpc::ServerBuilder bare_builder;
+  bare_builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &bare_port);
+  bare_builder.RegisterService(&bare_service);
+  std::unique_ptr<grpc::Server> bare_server = bare_builder.BuildAndStart();
+  if (bare_server == nullptr || bare_port == 0) {
+    std::fprintf(stderr, "router_bench: the bare gRPC server did not start\n");
+    return 1;
+  }
+  auto bare_stub = v1::Gateway::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", bare_port), grpc::InsecureChannelCredentials()));
+  auto bare_caller = [&]() -> std::function<bool()> {
+    return [&] { return GrpcChat(bare_stub.get()); };
+  };
+  std::vector<double> bare_us = Sequential(requests, "bare gRPC", bare_caller());
+  if (bare_us.empty()) return 1;
+  const Counts bare = Concurrent(concurrency, seconds, bare_caller);
+  bare_server->Shutdown();
 
   // Accessibility: admitted, then the first text.
   std::vector<double> admitted_us, first_text_us;
@@ -515,6 +560,8 @@ int Main(int argc, char** argv) {
   std::printf("%-8s %10.1f %10.1f %14.0f\n", "routed", r50, r99, double(routed.done) / seconds);
   std::printf("%-8s %10.1f %10.1f %14.0f\n", "grpc", Percentile(grpc_us, 0.5),
               Percentile(grpc_us, 0.99), double(grpc.done) / seconds);
+  std::printf("%-8s %10.1f %10.1f %14.0f   (gRPC alone: no router)\n", "baregrpc",
+              Percentile(bare_us, 0.5), Percentile(bare_us, 0.99), double(bare.done) / seconds);
   std::printf("added by the router: p50 %.1f us, p99 %.1f us; load average %.2f\n", r50 - d50,
               r99 - d99, LoadAverage());
   int64_t routed_failed = 0;
@@ -530,10 +577,12 @@ int Main(int argc, char** argv) {
               "p50 %.1f us, p99 %.1f us (goal: admitted within 100 ms)\n",
               admitted_us.size(), Percentile(admitted_us, 0.5), Percentile(admitted_us, 0.99),
               Percentile(first_text_us, 0.5), Percentile(first_text_us, 0.99));
-  std::printf("added by the router over gRPC: p50 %.1f us, p99 %.1f us (%lld gRPC failures)\n",
+  std::printf("added by the router over gRPC: p50 %.1f us, p99 %.1f us (%lld gRPC failures); "
+              "over bare gRPC: p50 %.1f us, p99 %.1f us\n",
               Percentile(grpc_us, 0.5) - d50, Percentile(grpc_us, 0.99) - d99,
-              static_cast<long long>(grpc.failed));
-  return routed_failed == 0 && grpc.failed == 0 ? 0 : 1;
+              static_cast<long long>(grpc.failed), Percentile(grpc_us, 0.5) - Percentile(bare_us, 0.5),
+              Percentile(grpc_us, 0.99) - Percentile(bare_us, 0.99));
+  return routed_failed == 0 && grpc.failed == 0 && bare.failed == 0 ? 0 : 1;
 }
 
 }  // namespace
