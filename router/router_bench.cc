@@ -27,6 +27,10 @@
 // p50 / p99 (the goal: admitted within 100 ms).
 // Every run prints the load average: on a 2-core machine shared with builds, figures
 // are only comparable within one run.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,10 +41,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
