@@ -320,6 +320,21 @@ Counts Concurrent(int concurrency, int seconds,
   return {done.load(), failed.load()};
 }
 
+// gRPC Chat calls through `stub`: `requests` in a row (the latency of each; empty when
+// one fails), then `concurrency` blocking client threads for `seconds`.
+struct GrpcRuns {
+  std::vector<double> us;
+  Counts counts;
+};
+GrpcRuns MeasureGrpc(v1::Gateway::Stub* stub, const char* what, int requests, int concurrency,
+                     int seconds) {
+  auto caller = [stub]() -> std::function<bool()> { return [stub] { return GrpcChat(stub); }; };
+  GrpcRuns runs;
+  runs.us = Sequential(requests, what, caller());
+  if (!runs.us.empty()) runs.counts = Concurrent(concurrency, seconds, caller);
+  return runs;
+}
+
 // Routed throughput the way the direct side is driven: one client thread keeping
 // `concurrency` requests in flight, here over `concurrency` keep-alive connections
 // multiplexed with epoll (the direct client keeps them in flight on one socket). Each
@@ -511,10 +526,10 @@ int Main(int argc, char** argv) {
   }
   auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", (*grpc_gateway)->port()), grpc::InsecureChannelCredentials()));
-  auto grpc_caller = [&]() -> std::function<bool()> { return [&] { return GrpcChat(stub.get()); }; };
-  std::vector<double> grpc_us = Sequential(requests, "gRPC", grpc_caller());
-  if (grpc_us.empty()) return 1;
-  const Counts grpc = Concurrent(concurrency, seconds, grpc_caller);
+  const GrpcRuns grpc_runs = MeasureGrpc(stub.get(), "gRPC", requests, concurrency, seconds);
+  if (grpc_runs.us.empty()) return 1;
+  const std::vector<double>& grpc_us = grpc_runs.us;
+  const Counts& grpc = grpc_runs.counts;
   // The same calls to the bare gRPC Gateway.
   BareGrpcGateway bare_service;
   int bare_port = 0;
@@ -528,12 +543,11 @@ int Main(int argc, char** argv) {
   }
   auto bare_stub = v1::Gateway::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", bare_port), grpc::InsecureChannelCredentials()));
-  auto bare_caller = [&]() -> std::function<bool()> {
-    return [&] { return GrpcChat(bare_stub.get()); };
-  };
-  std::vector<double> bare_us = Sequential(requests, "bare gRPC", bare_caller());
-  if (bare_us.empty()) return 1;
-  const Counts bare = Concurrent(concurrency, seconds, bare_caller);
+  const GrpcRuns bare_runs =
+      MeasureGrpc(bare_stub.get(), "bare gRPC", requests, concurrency, seconds);
+  if (bare_runs.us.empty()) return 1;
+  const std::vector<double>& bare_us = bare_runs.us;
+  const Counts& bare = bare_runs.counts;
   bare_server->Shutdown();
 
   // Accessibility: admitted, then the first text.

@@ -52,8 +52,8 @@ class TestHttpClient {
   // Whether the server closed the connection (reads EOF within `timeout_ms`).
   bool WaitForClose(int timeout_ms);
   void Close();
-  // Hands the connected socket to the caller (plain connections only: -1 under TLS or
-  // when closed); this object is then closed.
+  // Hands the connected socket to the caller, after which this object is closed. Plain
+  // connections only: under TLS it returns -1 and keeps the connection; -1 when closed.
   int ReleaseFd();
 
  private:
