@@ -58,6 +58,7 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
                  const Emit& emit) {
   const auto start = Clock::now();
   uint64_t seq = 0;
+  completion_tokens_ = 0;
   v1::Usage usage;
   v1::Timings timings;
   auto event = [&]() {
@@ -144,9 +145,24 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
   session_principal_ = request.principal();
   usage.set_cached_prompt_tokens(static_cast<uint32_t>(common));
 
+  // The prefill, chunk by chunk (Session::Eval's own chunks: the same results), so that
+  // a cancel lands within one chunk. A cancelled prefill reports the positions it holds
+  // (the reused prefix and the chunks evaluated) as its prompt tokens; those stay cached
+  // for the principal's next request like any complete prefix.
   std::vector<float> logits;
   const auto prefill_start = Clock::now();
-  absl::Status s = session_.Eval(std::vector<int32_t>(prompt->begin() + common, prompt->end()), &logits);
+  absl::Status s;
+  for (size_t at = common; at < prompt->size(); at += model::Session::kMaxChunk) {
+    if (cancel.load(std::memory_order_relaxed)) {
+      timings.set_prefill_us(MicrosSince(prefill_start));
+      usage.set_prompt_tokens(static_cast<uint32_t>(session_.n_past()));
+      finish(v1::FINISH_CANCELLED, ReasonError("cancelled", "the request was cancelled"));
+      return;
+    }
+    const size_t end = std::min(prompt->size(), at + model::Session::kMaxChunk);
+    s = session_.Eval(std::vector<int32_t>(prompt->begin() + at, prompt->begin() + end), &logits);
+    if (!s.ok()) break;
+  }
   timings.set_prefill_us(MicrosSince(prefill_start));
   if (!s.ok()) {
     session_.Truncate(0);
@@ -224,6 +240,7 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
       break;
     }
     usage.set_completion_tokens(usage.completion_tokens() + 1);
+    completion_tokens_ = usage.completion_tokens();
     auto piece = decoder.Push(token);
     if (piece.ok()) text += *piece;
     // Stop strings: end at the first occurrence; hold back a possible beginning of one.

@@ -8,11 +8,18 @@
 // tokens parsed and the client's text kept as text (tokenizer-svc/conversation/prompt.h);
 // check prompt + max_tokens against the slot's capacity (context_length_exceeded);
 // reuse the KV cache of the longest common token prefix with this slot's previous
-// request of the same principal (never across principals); evaluate; generate until
-// EOS, a stop string, max_tokens, or cancellation (checked before every decode step).
+// request of the same principal (never across principals); evaluate, in chunks of
+// Session::kMaxChunk tokens (the chunks Session::Eval uses itself, so the results are the
+// same) with cancellation checked before each; generate until EOS, a stop string,
+// max_tokens, or cancellation (checked before every decode step).
 // Exactly one terminal event ends every run, with usage, timings and the bundle
-// identity. A failed or cancelled run leaves no state behind that changes the next
-// run's output: the cache only ever holds tokens whose keys and values are complete.
+// identity. A cancelled run's usage is the work it did: `prompt_tokens` the prompt
+// positions this run holds in the cache (the reused prefix plus the chunks evaluated;
+// the whole prompt once the prefill is done, 0 or the reused prefix when cancelled
+// before the first chunk), `completion_tokens` every token sampled (text, reasoning and
+// tool-call syntax alike). A failed or cancelled run leaves no state behind that changes
+// the next run's output: the cache only ever holds tokens whose keys and values are
+// complete.
 //
 // Thread-safety: one Engine per slot, used by one thread; the Model is shared.
 #ifndef GANTRY_WORKER_SERVER_ENGINE_H_
@@ -60,12 +67,17 @@ class Engine {
 
   // Tokens currently held in this slot's cache (for tests of prefix reuse).
   int cached_tokens() const { return session_.n_past(); }
+  // Tokens sampled so far by the run in progress (the last run's once it returned): what
+  // its Terminal's usage.completion_tokens would say now. Read it from `emit` to report
+  // a running count (worker_loop.cc puts it in each PARTIAL).
+  uint32_t completion_tokens() const { return completion_tokens_; }
 
  private:
   const ServingBundle& bundle_;
   std::unique_ptr<kernels::ThreadPool> pool_;  // before session_: the session uses it
   model::Session session_;
   std::string session_principal_;
+  uint32_t completion_tokens_ = 0;
 };
 
 }  // namespace gantry::server

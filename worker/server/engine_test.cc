@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
 #include "common/status.h"
 #include "worker/server/serving.h"
@@ -25,7 +27,9 @@ std::string WriteScript() {
              "\\\"arguments\\\": {\\\"city\\\": \\\"Paris\\\"}}\\n</tool_call>\"\n"
              "- match: \"weather with bad arguments\"\n"
              "  emit: \"<tool_call>\\n{\\\"name\\\": \\\"get_weather\\\", "
-             "\\\"arguments\\\": {\\\"city\\\": 5}}\\n</tool_call>\"\n",
+             "\\\"arguments\\\": {\\\"city\\\": 5}}\\n</tool_call>\"\n"
+             "- match: \"think first\"\n"
+             "  emit: \"<think>\\nLet me weigh this carefully.\\n</think>\\n\\nYes, and more.\"\n",
              f);
   std::fclose(f);
   return path;
@@ -251,6 +255,78 @@ TEST_F(EngineTest, ToolCallViolatingTheSchemaIsAnErrorNeverAPartialCall) {
   // The next request on the same slot is served correctly.
   EXPECT_EQ(Run(engine, Request("What is the capital of France?")).text,
             "Paris is the capital of France.");
+}
+
+// What a cancelled run reports is the work it did: the whole prompt once the prefill is
+// done and every token sampled, the tool call's syntax and the reasoning included (one
+// event may stand for many tokens); before the prefill, only the prefix it reuses.
+TEST_F(EngineTest, CancelledRunsTerminalCarriesTheUsageItEvaluated) {
+  struct Cut {
+    v1::Terminal terminal;
+    uint32_t generated_at_cancel = 0;  // Engine::completion_tokens() when cancelled
+    int output_events = 0;
+    int reasoning_events = 0;
+  };
+  // Runs `request` on `engine` and cancels at the first event `cut_at` accepts.
+  auto run_cut = [](Engine& engine, const v1::InferenceRequest& request,
+                    const std::function<bool(const v1::StreamEvent&)>& cut_at) {
+    Cut cut;
+    std::atomic<bool> cancel{false};
+    engine.Run(request, cancel, [&](v1::StreamEvent e) {
+      if (e.has_terminal()) {
+        cut.terminal = e.terminal();
+        return;
+      }
+      ++cut.output_events;
+      if (e.has_reasoning()) ++cut.reasoning_events;
+      if (!cancel && cut_at(e)) {
+        cut.generated_at_cancel = engine.completion_tokens();
+        cancel = true;
+      }
+    });
+    return cut;
+  };
+  auto never = [](const v1::StreamEvent&) { return false; };
+
+  // A tool call: the whole answer, then cancelled as soon as the call is out.
+  Engine whole_engine(scripted_->serving(), 512);
+  const Cut whole = run_cut(whole_engine, WeatherRequest("What is the weather in Paris?"), never);
+  ASSERT_EQ(whole.terminal.finish_reason(), v1::FINISH_TOOL_CALLS);
+  Engine engine(scripted_->serving(), 512);
+  const Cut call = run_cut(engine, WeatherRequest("What is the weather in Paris?"),
+                           [](const v1::StreamEvent& e) { return e.has_tool_call(); });
+  EXPECT_EQ(call.terminal.finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(call.terminal.status().reason(), "cancelled");
+  EXPECT_EQ(call.terminal.usage().prompt_tokens(), whole.terminal.usage().prompt_tokens());
+  EXPECT_EQ(call.terminal.usage().prompt_ids_sha256(), whole.terminal.usage().prompt_ids_sha256());
+  EXPECT_EQ(call.terminal.usage().completion_tokens(), call.generated_at_cancel);
+  EXPECT_LE(call.terminal.usage().completion_tokens(), whole.terminal.usage().completion_tokens());
+  // The call's syntax cost many tokens and came out as one event.
+  EXPECT_GT(call.terminal.usage().completion_tokens(), static_cast<uint32_t>(call.output_events) + 10);
+
+  // Reasoning: cancelled at the first visible text, everything thought before it counts.
+  Engine thinker(scripted_->serving(), 512);
+  const Cut thought = run_cut(thinker, Request("think first, then answer", 64),
+                              [](const v1::StreamEvent& e) { return e.has_text(); });
+  EXPECT_EQ(thought.terminal.finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_GT(thought.reasoning_events, 0);
+  EXPECT_EQ(thought.terminal.usage().completion_tokens(), thought.generated_at_cancel);
+  EXPECT_GE(thought.terminal.usage().completion_tokens(),
+            static_cast<uint32_t>(thought.output_events));
+
+  // Cancelled before the prefill: nothing was evaluated, nothing stays cached.
+  Engine idle(scripted_->serving(), 512);
+  Result early = Run(idle, Request("What is the capital of France?"), /*cancel=*/true);
+  EXPECT_EQ(early.terminal.finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(early.terminal.usage().prompt_tokens(), 0u);
+  EXPECT_EQ(early.terminal.usage().completion_tokens(), 0u);
+  EXPECT_EQ(idle.cached_tokens(), 0);
+  // ... or, after the principal's previous request, only the prefix reused from it.
+  Result served = Run(idle, Request("What is the capital of France?"));
+  Result again = Run(idle, Request("What is the capital of France?"), /*cancel=*/true);
+  EXPECT_EQ(again.terminal.usage().prompt_tokens(), served.terminal.usage().prompt_tokens() - 1);
+  EXPECT_EQ(again.terminal.usage().prompt_tokens(), again.terminal.usage().cached_prompt_tokens());
+  EXPECT_EQ(again.terminal.usage().completion_tokens(), 0u);
 }
 
 TEST_F(EngineTest, NoMessagesIsInvalidRequestBeforeRendering) {

@@ -34,6 +34,11 @@ struct Job {
   std::atomic<bool> cancel{false};
 };
 
+// Executor -> socket thread over inproc: one byte, 'P' (a PARTIAL body follows) or 'F' (a
+// FINAL body follows), then the serialized message.
+constexpr char kOutboxPartial = 'P';
+constexpr char kOutboxFinal = 'F';
+
 }  // namespace
 
 struct WorkerLoop::Impl {
@@ -92,7 +97,21 @@ void WorkerLoop::Run() {
         Log(LogLevel::kDebug, "worker.request.start", {{"request_id", job->request.request_id()},
                                                        {"slot", std::to_string(slot)}});
         engine.Run(job->request, job->cancel, [&](v1::StreamEvent e) {
-          const std::string bytes = e.SerializeAsString();
+          // Each event travels as its own PARTIAL (with the running count of tokens
+          // generated, what the router charges if this worker is lost) or as the FINAL.
+          std::string bytes;
+          if (e.has_terminal()) {
+            v1::Final final_message;
+            final_message.set_request_id(e.request_id());
+            *final_message.mutable_terminal() = std::move(e);
+            bytes = kOutboxFinal + final_message.SerializeAsString();
+          } else {
+            v1::Partial partial;
+            partial.set_request_id(e.request_id());
+            *partial.add_events() = std::move(e);
+            partial.set_completion_tokens(engine.completion_tokens());
+            bytes = kOutboxPartial + partial.SerializeAsString();
+          }
           for (;;) {
             try {
               push.send(zmq::buffer(bytes), zmq::send_flags::none);
@@ -173,21 +192,20 @@ void WorkerLoop::Run() {
           } catch (const zmq::error_t&) {
             break;  // EINTR: the next poll picks the message up
           }
-          v1::StreamEvent e;
-          if (!e.ParseFromArray(msg.data(), static_cast<int>(msg.size()))) continue;
-          if (e.has_terminal()) {
+          if (msg.size() < 1) continue;
+          const char* body = static_cast<const char*>(msg.data()) + 1;
+          const int body_size = static_cast<int>(msg.size() - 1);
+          if (*static_cast<const char*>(msg.data()) == kOutboxFinal) {
             v1::Final final;
-            final.set_request_id(e.request_id());
-            *final.mutable_terminal() = e;
+            if (!final.ParseFromArray(body, body_size)) continue;
             {
               std::lock_guard<std::mutex> lock(m.mu);
-              m.active.erase(e.request_id());
+              m.active.erase(final.request_id());
             }
             (void)SendFrames(dealer, wire::EncodeFrames(final));
           } else {
             v1::Partial partial;
-            partial.set_request_id(e.request_id());
-            *partial.add_events() = e;
+            if (!partial.ParseFromArray(body, body_size)) continue;
             (void)SendFrames(dealer, wire::EncodeFrames(partial));
           }
           last_sent = NowMs();

@@ -1,7 +1,9 @@
 // The worker side of GNTW/1 (docs/protocol.md, "Worker protocol"): connects a DEALER
 // to the router, announces READY with the bundle identity and capacity, answers
-// REQUESTs on `slots` executor threads (one Engine each), streams PARTIALs and one FINAL
-// per request, honours CANCEL between decode steps, heartbeats both ways, and
+// REQUESTs on `slots` executor threads (one Engine each), streams PARTIALs (each with the
+// running count of tokens generated) and one FINAL per request (its usage: the work done,
+// also when cancelled), honours CANCEL between decode steps and between prefill chunks,
+// heartbeats both ways, and
 // reconnects (a fresh socket and a new READY) when the router falls silent for
 // liveness x interval or sends DISCONNECT.
 //

@@ -145,6 +145,48 @@ TEST_F(WorkerLoopTest, CancelStopsWithinADecodeStepAndTheNextRequestIsServed) {
   EXPECT_EQ(terminal.finish_reason(), v1::FINISH_STOP);
 }
 
+// Each PARTIAL carries the running count of tokens generated, and the FINAL of a
+// cancelled request the work done: the prompt it evaluated and every token generated.
+TEST_F(WorkerLoopTest, PartialsCountTokensAndACancelledFinalCarriesTheUsage) {
+  ASSERT_TRUE(std::holds_alternative<v1::Ready>(Next()));
+  Send(MakeRequest("req_long", "a long one please"));
+  uint32_t counted = 0;
+  int events = 0;
+  for (int partials = 0; partials < 3;) {
+    wire::WorkerMessage m = Next();
+    auto* p = std::get_if<v1::Partial>(&m);
+    ASSERT_NE(p, nullptr) << wire::CommandName(wire::CommandOf(m));
+    events += p->events_size();
+    EXPECT_GE(p->completion_tokens(), counted);  // never goes back
+    EXPECT_GE(p->completion_tokens(), static_cast<uint32_t>(events));
+    counted = p->completion_tokens();
+    ++partials;
+  }
+  v1::Cancel cancel;
+  cancel.set_request_id("req_long");
+  Send(cancel);
+  v1::Terminal terminal;
+  for (;;) {
+    wire::WorkerMessage m = Next();
+    if (auto* p = std::get_if<v1::Partial>(&m)) {
+      counted = std::max(counted, p->completion_tokens());
+      continue;
+    }
+    auto* f = std::get_if<v1::Final>(&m);
+    ASSERT_NE(f, nullptr);
+    terminal = f->terminal().terminal();
+    break;
+  }
+  EXPECT_EQ(terminal.finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_GT(terminal.usage().prompt_tokens(), 0u);  // the prefill was done
+  EXPECT_EQ(terminal.usage().prompt_ids_sha256().size(), 64u);
+  // Every token the PARTIALs counted, and at most the one being decoded when the CANCEL
+  // came; far from the 150 words of the whole answer.
+  EXPECT_GE(terminal.usage().completion_tokens(), counted);
+  EXPECT_LE(terminal.usage().completion_tokens(), counted + 1);
+  EXPECT_LT(terminal.usage().completion_tokens(), 150u);
+}
+
 TEST_F(WorkerLoopTest, MoreRequestsThanSlotsAreRefusedNotQueued) {
   ASSERT_TRUE(std::holds_alternative<v1::Ready>(Next()));
   Send(MakeRequest("req_1", "a long one please"));
