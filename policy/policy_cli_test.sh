@@ -47,4 +47,22 @@ check hash-bad        1 'bad.yaml:'                         -- policy hash "$tmp
 sed 's/clamps: {max_tokens: 4096}/clamps: {max_tokens: 4000}/' "$demo" >"$tmp/example.yaml"
 check check-example   1 'example failed: expected clamp'    -- policy check "$tmp/example.yaml"
 check check-missing   1 'no/such.yaml'                      -- policy check no/such.yaml
+
+# Budgets: 0 means zero and no limit is spelled `unlimited`; the minimum over the
+# defaults and the grants is what explain shows (a grant's 0 wins, its number lowers an
+# unlimited default, nothing raises one).
+sed -e 's/^    tokens_per_day: 200000$/    tokens_per_day: unlimited/' \
+    -e 's/^    requests_per_minute: 30$/    requests_per_minute: unlimited/' \
+    -e 's/^    concurrent_requests: 2$/    concurrent_requests: 0/' "$demo" >"$tmp/zero.yaml"
+check check-zero      0 'zero.yaml: ok: 5 principals'       -- policy check "$tmp/zero.yaml"
+check budgets-dana    0 '^budgets: tokens_per_day=unlimited tokens_per_month=4000000 requests_per_minute=unlimited concurrent_requests=0 request_seconds=1800$' -- policy explain "$tmp/zero.yaml" --user dana --model qwen3-8b
+check budgets-admin   0 '^budgets: tokens_per_day=150000 tokens_per_month=4000000 requests_per_minute=unlimited concurrent_requests=0 request_seconds=1800$' -- policy explain "$tmp/zero.yaml" --user admin --model qwen3-8b
+check budgets-nightly 0 '^budgets: tokens_per_day=unlimited tokens_per_month=4000000 requests_per_minute=10 concurrent_requests=0 request_seconds=1800$' -- policy explain "$tmp/zero.yaml" --user nightly --model qwen3-8b
+# Anything else is refused with file:line:column and the YAML path.
+sed 's/^    tokens_per_day: 200000$/    tokens_per_day: "200000"/' "$demo" >"$tmp/quoted.yaml"
+check budget-quoted   1 "^quoted.yaml:23:21: defaults\.budgets\.tokens_per_day: expected an integer in \[0, 9007199254740992\] or unlimited, got a quoted string \('200000'\)\$" -- policy check "$tmp/quoted.yaml"
+sed 's/^      tokens_per_day: 150000$/      tokens_per_day: Unlimited/' "$demo" >"$tmp/word.yaml"
+check budget-word     1 "^word.yaml:114:23: grants\[2\]\.budgets\.tokens_per_day: expected an integer in \[0, 9007199254740992\] or unlimited, got a scalar \('Unlimited'\)\$" -- policy check "$tmp/word.yaml"
+sed 's/^      concurrent_requests: 1$/      concurrent_requests: -1/' "$demo" >"$tmp/negative.yaml"
+check budget-negative 1 "^negative.yaml:130:28: grants\[4\]\.budgets\.concurrent_requests: expected an integer in \[0, 9007199254740992\] or unlimited, got a scalar \('-1'\)\$" -- policy check "$tmp/negative.yaml"
 finish

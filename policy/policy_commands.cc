@@ -167,12 +167,12 @@ void PrintDecision(const Decision& d) {
   }
   if (!d.principal.empty()) {
     std::printf("principal: %s (priority %s)\n", d.principal.c_str(), PriorityName(d.priority));
-    std::printf("budgets: tokens_per_day=%lld tokens_per_month=%lld requests_per_minute=%lld "
-                "concurrent_requests=%lld request_seconds=%lld\n",
-                static_cast<long long>(d.budgets.tokens_per_day),
-                static_cast<long long>(d.budgets.tokens_per_month),
-                static_cast<long long>(d.budgets.requests_per_minute),
-                static_cast<long long>(d.budgets.concurrent_requests),
+    std::printf("budgets: tokens_per_day=%s tokens_per_month=%s requests_per_minute=%s "
+                "concurrent_requests=%s request_seconds=%lld\n",
+                FormatBudget(d.budgets.tokens_per_day).c_str(),
+                FormatBudget(d.budgets.tokens_per_month).c_str(),
+                FormatBudget(d.budgets.requests_per_minute).c_str(),
+                FormatBudget(d.budgets.concurrent_requests).c_str(),
                 static_cast<long long>(d.budgets.request_seconds));
   }
   std::printf("policy_sha256: %s\n", d.policy_sha256.c_str());

@@ -8,7 +8,9 @@
 //     a request must satisfy every one of those grants that names the same model, tool
 //     or executable; clamping goes into the intersection of their ranges;
 //   - an explicit deny in any of them wins over every grant;
-//   - budgets are the minimum of the policy defaults and every grant that sets one.
+//   - budgets are the minimum of the policy defaults and every grant that sets one
+//     (unlimited is kUnlimited, above every number, so unlimited and N give N, and a
+//     grant's 0 gives 0).
 // A grant therefore only ever affects its own subject (and a group's members), and
 // adding a group membership can only add names or narrow what is already granted.
 //

@@ -19,6 +19,14 @@ double Uniform(std::mt19937_64& rng, double lo, double hi) {
   return lo + (hi - lo) * (static_cast<double>(rng() % 1000000) / 1000000.0);
 }
 const char* Action(std::mt19937_64& rng) { return Coin(rng, 50) ? "reject" : "clamp"; }
+// A budget value as written: sometimes 0 (admits nothing) or `unlimited`, else a number
+// from lo to lo + span - 1.
+std::string RandomBudget(std::mt19937_64& rng, int lo, int span) {
+  const int roll = Pick(rng, 10);
+  if (roll == 0) return "0";
+  if (roll == 1) return "unlimited";
+  return absl::StrCat(lo + Pick(rng, span));
+}
 
 // Bounds always contain the core ranges: max_tokens [500, 1000], temperature [0.5, 1.0],
 // top_p [0.1, 0.5], top_k [10, 20], seed [0, 1000], stop_strings [0, 1].
@@ -54,16 +62,19 @@ GeneratedPolicy GeneratePolicy(int users, int groups, int grants, std::mt19937_6
                                int deny_percent) {
   GeneratedPolicy p;
   p.models = {"m0", "m1", "m2"};
-  p.head =
+  // Some defaults without a day or rate limit, which grants then narrow (or not).
+  const char* day = Coin(rng, 20) ? "unlimited" : "100000";
+  const char* rate = Coin(rng, 20) ? "unlimited" : "60";
+  p.head = absl::StrCat(
       "version: 1\n"
       "defaults:\n"
-      "  budgets: {tokens_per_day: 100000, tokens_per_month: 1000000, requests_per_minute: 60,"
-      " concurrent_requests: 4}\n"
+      "  budgets: {tokens_per_day: ", day, ", tokens_per_month: 1000000, requests_per_minute: ",
+      rate, ", concurrent_requests: 4}\n"
       "models:\n"
       "  - {name: m0, bundles: [b0]}\n"
       "  - {name: m1, bundles: [b1]}\n"
       "  - {name: m2, bundles: [b2]}\n"
-      "principals:\n";
+      "principals:\n");
   if (groups > 0) p.head += "  groups:\n";
   for (int g = 0; g < groups; ++g) {
     p.groups.push_back(absl::StrCat("g", g));
@@ -125,8 +136,8 @@ std::string RandomGrant(const GeneratedPolicy& policy, const std::string& subjec
   }
   if (!commands.empty()) absl::StrAppend(&g, "    commands:\n", commands);
   if (Coin(rng, 30)) {
-    absl::StrAppend(&g, "    budgets: {tokens_per_day: ", 1000 + Pick(rng, 200000),
-                    ", concurrent_requests: ", 1 + Pick(rng, 8), "}\n");
+    absl::StrAppend(&g, "    budgets: {tokens_per_day: ", RandomBudget(rng, 1000, 200000),
+                    ", concurrent_requests: ", RandomBudget(rng, 1, 8), "}\n");
   }
   if (Coin(rng, deny_percent)) {
     absl::StrAppend(&g, "    deny: {models: [", policy.models[Pick(rng, 3)], "], tools: [",

@@ -75,6 +75,28 @@ class PolicyReader {
     return absl::OkStatus();
   }
 
+  // One budget value. The four counted limits: an unquoted integer from 0 (admits
+  // nothing) to kMaxCount, or the unquoted word `unlimited` (kUnlimited); anything else
+  // (a quoted number, a float, "Unlimited", "inf", null, ...) is an error, so that no
+  // spelling can be read as "no limit" by accident. request_seconds: an integer from 1
+  // to kMaxRequestSeconds, never unlimited (0 seconds would refuse everything and a
+  // deadline must exist).
+  absl::StatusOr<int64_t> ReadBudget(const std::string& key, const YamlValue& value) {
+    const bool word = IsPlainScalar(value.node) && value.node.Scalar() == "unlimited";
+    if (key == "request_seconds") {
+      if (word) {
+        return ctx_.Fail(value, absl::StrCat("request_seconds cannot be unlimited; expected an "
+                                             "integer in [1, ", kMaxRequestSeconds, "]"));
+      }
+      return ctx_.Int(value, 1, kMaxRequestSeconds);
+    }
+    if (word) return kUnlimited;
+    auto n = ctx_.Int(value, 0, kMaxCount);
+    if (n.ok()) return n;
+    return ctx_.Fail(value, absl::StrCat("expected an integer in [0, ", kMaxCount,
+                                         "] or unlimited, got ", DescribeYaml(value.node)));
+  }
+
   absl::Status ReadBudgets(const YamlValue& at, bool all_required, RawGrant* grant,
                            Budgets* defaults) {
     GANTRY_ASSIGN_OR_RETURN(
@@ -87,10 +109,7 @@ class PolicyReader {
                                              "requests_per_minute", "concurrent_requests"}));
     }
     for (const auto& [key, value] : f) {
-      // A request limit of 0 seconds would refuse everything: at least 1.
-      const bool seconds = key == "request_seconds";
-      GANTRY_ASSIGN_OR_RETURN(int64_t n, ctx_.Int(value, seconds ? 1 : 0,
-                                                  seconds ? kMaxRequestSeconds : kMaxCount));
+      GANTRY_ASSIGN_OR_RETURN(int64_t n, ReadBudget(key, value));
       if (defaults != nullptr) {
         if (key == "tokens_per_day") defaults->tokens_per_day = n;
         if (key == "tokens_per_month") defaults->tokens_per_month = n;

@@ -96,6 +96,103 @@ TEST(LoaderTest, StrictScalars) {
       "tool_choice cannot be clamped"));
 }
 
+// The test head with its defaults' budgets mapping replaced by `budgets`.
+std::string HeadWithDefaultBudgets(const std::string& budgets) {
+  std::string head = TestPolicyHead();
+  const std::string from = "  budgets: {";
+  const size_t at = head.find(from);
+  const size_t end = head.find('\n', at);
+  EXPECT_NE(at, std::string::npos);
+  head.replace(at, end - at, "  budgets: " + budgets);
+  return head;
+}
+
+TEST(LoaderTest, BudgetValuesAreAnIntegerOrUnlimitedAndNothingElse) {
+  const std::string line = std::to_string(HeadLines() + 1);
+  const std::string expected =
+      "expected an integer in [0, 9007199254740992] or unlimited, got ";
+  // value as written -> how the message describes it
+  const std::pair<const char*, const char*> bad[] = {
+      {"-5", "a scalar ('-5')"},
+      {"\"100\"", "a quoted string ('100')"},
+      {"'unlimited'", "a quoted string ('unlimited')"},
+      {"10.5", "a scalar ('10.5')"},
+      {"1e6", "a scalar ('1e6')"},
+      {"Unlimited", "a scalar ('Unlimited')"},
+      {"UNLIMITED", "a scalar ('UNLIMITED')"},
+      {"inf", "a scalar ('inf')"},
+      {".inf", "a scalar ('.inf')"},
+      {"none", "a scalar ('none')"},
+      {"9007199254740993", "a scalar ('9007199254740993')"},
+      {"[1]", "a sequence"},
+  };
+  for (const auto& [value, described] : bad) {
+    const std::string grant =
+        absl::StrCat("  - {user: alice, budgets: {tokens_per_day: ", value, "}}\n");
+    const std::string column = std::to_string(grant.find(value) + 1);
+    EXPECT_EQ(ErrorOf(grant), absl::StrCat("test.yaml:", line, ":", column,
+                                           ": grants[0].budgets.tokens_per_day: ", expected,
+                                           described));
+  }
+  // null, ~ and nothing at all are null; yaml-cpp gives a null no position of its own,
+  // so the message has the enclosing mapping's (column 29, its '{').
+  for (const char* value : {"null", "~", ""}) {
+    EXPECT_EQ(ErrorOf(absl::StrCat("  - {user: alice, budgets: {concurrent_requests: ", value,
+                                   "}}\n")),
+              absl::StrCat("test.yaml:", line, ":29: grants[0].budgets.concurrent_requests: ",
+                           expected, "null"));
+  }
+  // In the defaults, with their path.
+  auto snap = LoadPolicyText(
+      HeadWithDefaultBudgets("{tokens_per_day: 1000, tokens_per_month: infinite, "
+                             "requests_per_minute: 10, concurrent_requests: 3}") +
+          "grants: []\n",
+      "d.yaml");
+  ASSERT_FALSE(snap.ok());
+  EXPECT_EQ(snap.status().message(),
+            "d.yaml:3:53: defaults.budgets.tokens_per_month: " + expected +
+                "a scalar ('infinite')");
+  // request_seconds is a number of seconds, never unlimited, never 0.
+  EXPECT_EQ(ErrorOf("  - {user: alice, budgets: {request_seconds: unlimited}}\n"),
+            "test.yaml:" + line +
+                ":46: grants[0].budgets.request_seconds: request_seconds cannot be unlimited; "
+                "expected an integer in [1, 31622400]");
+  EXPECT_EQ(ErrorOf("  - {user: alice, budgets: {request_seconds: 0}}\n"),
+            "test.yaml:" + line +
+                ":46: grants[0].budgets.request_seconds: expected an integer in [1, 31622400], "
+                "got 0");
+}
+
+TEST(LoaderTest, BudgetsOfZeroAndUnlimitedCombineByMinimum) {
+  // alice: devs; bob: devs, ops; carol: no group; harness: service account.
+  auto snap = LoadPolicyText(
+      HeadWithDefaultBudgets("{tokens_per_day: unlimited, tokens_per_month: 0, "
+                             "requests_per_minute: unlimited, concurrent_requests: 3}") +
+          "grants:\n"
+          "  - {group: devs, budgets: {tokens_per_day: 500, requests_per_minute: unlimited}}\n"
+          "  - {group: ops, budgets: {tokens_per_day: 0, concurrent_requests: unlimited}}\n"
+          "  - {user: alice, budgets: {tokens_per_month: unlimited, concurrent_requests: 0}}\n"
+          "  - {user: carol, budgets: {tokens_per_day: unlimited, requests_per_minute: 7}}\n",
+      "c.yaml");
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  auto budgets = [&](const char* name) {
+    const Budgets& b = (*snap)->principals[(*snap)->by_name.at(name)].budgets;
+    return absl::StrCat(FormatBudget(b.tokens_per_day), " ", FormatBudget(b.tokens_per_month),
+                        " ", FormatBudget(b.requests_per_minute), " ",
+                        FormatBudget(b.concurrent_requests), " ", b.request_seconds);
+  };
+  // unlimited and 500 give 500; the default 0 stays 0 whatever a grant says; 3 and 0
+  // give 0.
+  EXPECT_EQ(budgets("alice"), "500 0 unlimited 0 1800");
+  // 500 and 0 give 0; a grant's unlimited lowers nothing.
+  EXPECT_EQ(budgets("bob"), "0 0 unlimited 3 1800");
+  EXPECT_EQ(budgets("carol"), "unlimited 0 7 3 1800");
+  EXPECT_EQ(budgets("harness"), "unlimited 0 unlimited 3 1800");
+  EXPECT_EQ((*snap)->defaults.tokens_per_day, kUnlimited);
+  EXPECT_TRUE(IsUnlimited((*snap)->defaults.requests_per_minute));
+  EXPECT_FALSE(IsUnlimited((*snap)->defaults.tokens_per_month));
+}
+
 TEST(LoaderTest, UnknownReferences) {
   EXPECT_TRUE(absl::StrContains(ErrorOf("  - {group: admins}\n"), "unknown group 'admins'"));
   EXPECT_TRUE(absl::StrContains(ErrorOf("  - {user: zed}\n"), "unknown user 'zed'"));

@@ -6,7 +6,8 @@
 //     principal or to any of its groups lifts it.
 //  3. No widening of "how": adding a grant to a principal or one of its groups never
 //     turns a denied model request into an allowed one when the model was already
-//     granted, and never moves a clamped parameter further from what was asked.
+//     granted, never moves a clamped parameter further from what was asked, and never
+//     raises a budget (0, numbers and `unlimited` alike: the minimum).
 #include <cmath>
 #include <random>
 #include <string>
@@ -111,6 +112,7 @@ TEST(PolicyPropertyTest, AnExplicitDenyIsNeverLifted) {
 TEST(PolicyPropertyTest, MoreGrantsNeverWidenBoundsOfAGrantedModel) {
   std::mt19937_64 rng(6);
   int compared = 0;
+  int zero_budgets = 0, unlimited_budgets = 0;
   for (int i = 0; i < kPolicies; ++i) {
     GeneratedPolicy p = GeneratePolicy(6, 3, 8, rng);
     const int target = static_cast<int>(rng() % p.users.size());
@@ -122,6 +124,14 @@ TEST(PolicyPropertyTest, MoreGrantsNeverWidenBoundsOfAGrantedModel) {
     auto before = MustLoad(p);
     auto after = MustLoad(more);
     ASSERT_TRUE(before && after);
+    const Budgets& b0 = before->principals[before->by_name.at(user)].budgets;
+    const Budgets& b1 = after->principals[after->by_name.at(user)].budgets;
+    for (auto field : {&Budgets::tokens_per_day, &Budgets::tokens_per_month,
+                       &Budgets::requests_per_minute, &Budgets::concurrent_requests}) {
+      ASSERT_LE(b1.*field, b0.*field) << more.Render();
+      if (b1.*field == 0) ++zero_budgets;
+      if (IsUnlimited(b1.*field)) ++unlimited_budgets;
+    }
     for (int j = 0; j < kRequestsPerPolicy; ++j) {
       PolicyRequest r = RequestFor(p, user, rng);
       r.tools.clear();
@@ -146,6 +156,9 @@ TEST(PolicyPropertyTest, MoreGrantsNeverWidenBoundsOfAGrantedModel) {
     }
   }
   EXPECT_GT(compared, 500);
+  // The generator does produce budgets of 0 and unlimited ones.
+  EXPECT_GT(zero_budgets, 10);
+  EXPECT_GT(unlimited_budgets, 10);
 }
 
 }  // namespace

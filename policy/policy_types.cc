@@ -103,6 +103,10 @@ const char* PrincipalKindName(PrincipalKind kind) {
   return kind == PrincipalKind::kUser ? "user" : "service_account";
 }
 
+std::string FormatBudget(int64_t limit) {
+  return IsUnlimited(limit) ? "unlimited" : absl::StrCat(limit);
+}
+
 const char* VerdictName(Verdict verdict) {
   switch (verdict) {
     case Verdict::kAllow:

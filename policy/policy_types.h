@@ -136,17 +136,33 @@ struct CommandAccess {
   std::string deny_rule;
 };
 
-// Limits enforced by admission (router/), carried in the decision. There is no
-// "unlimited": every principal gets the policy defaults, narrowed by its grants.
+// Limits enforced by admission (router/), carried in the decision. Every principal
+// gets the policy defaults, narrowed by its grants (the minimum of all of them).
+//
+// The four counted limits (tokens_per_day, tokens_per_month, requests_per_minute,
+// concurrent_requests) mean what they say: N admits up to N, and 0 admits nothing.
+// No limit exists only where the policy spells it out as `unlimited`, which is
+// kUnlimited here: the largest int64_t, above any number a policy can write (at most
+// 2^53), so that the minimum over defaults and grants needs no special case (unlimited
+// combined with N is N). Test a limit with IsUnlimited(), never with `> 0`, and never
+// do arithmetic on kUnlimited (it is a marker, not a count). A default-constructed
+// Budgets is all 0: a decision whose budgets nobody filled in admits nothing.
+constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
+constexpr bool IsUnlimited(int64_t limit) { return limit == kUnlimited; }
+// "unlimited" for kUnlimited, else the number ("0", "1000"): for messages and
+// `gantry policy explain`.
+std::string FormatBudget(int64_t limit);
+
 // defaults.budgets.request_seconds when the policy does not set it: 30 minutes, long
-// enough for a full-length answer from a slow CPU model.
+// enough for a full-length answer from a slow CPU model. request_seconds is always a
+// number from 1 to a year; it is never unlimited.
 constexpr int64_t kDefaultRequestSeconds = 1800;
 
 struct Budgets {
-  int64_t tokens_per_day = 0;
-  int64_t tokens_per_month = 0;
-  int64_t requests_per_minute = 0;
-  int64_t concurrent_requests = 0;
+  int64_t tokens_per_day = 0;       // or kUnlimited
+  int64_t tokens_per_month = 0;     // or kUnlimited
+  int64_t requests_per_minute = 0;  // or kUnlimited
+  int64_t concurrent_requests = 0;  // or kUnlimited
   // The longest one request may take, from its arrival at the router to its last event
   // (queued time included); the router turns it into the request's deadline_unix_ms.
   int64_t request_seconds = kDefaultRequestSeconds;

@@ -37,16 +37,16 @@ class AliasFinder : public YAML::EventHandler {
   YAML::Mark alias_mark;
 };
 
-bool IsPlainScalar(const YAML::Node& node) {
-  // yaml-cpp tags plain scalars "?" and quoted ones "!"; an explicit tag is neither.
-  return node.IsScalar() && node.Tag() == "?";
-}
-
 std::string Child(const std::string& path, absl::string_view key) {
   return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
 }
 
 }  // namespace
+
+bool IsPlainScalar(const YAML::Node& node) {
+  // yaml-cpp tags plain scalars "?" and quoted ones "!"; an explicit tag is neither.
+  return node.IsScalar() && node.Tag() == "?";
+}
 
 std::string DescribeYaml(const YAML::Node& node) {
   switch (node.Type()) {

@@ -76,6 +76,9 @@ class YamlContext {
   std::string source_;
 };
 
+// Whether `node` is a plain (unquoted, untagged) scalar: `unlimited`, not "unlimited".
+bool IsPlainScalar(const YAML::Node& node);
+
 // "a mapping", "a sequence", "null", "a scalar ('text')".
 std::string DescribeYaml(const YAML::Node& node);
 

@@ -126,7 +126,10 @@ struct GatewayOptions {
   std::map<std::string, ModelEntry> models;
   broker::Broker* broker = nullptr;  // not owned; outlives the Gateway
   EventRecorder* recorder = nullptr;  // optional; not owned
-  // Budgets and rates per principal (router/budget); optional (none: not enforced).
+  // Budgets and rates per principal (router/budget). gantry-router (router_main.cc)
+  // always passes one, so a production router always enforces the policy's budgets;
+  // nullptr (no budgets or rates enforced at all) is for tests whose subject is not
+  // admission.
   BudgetTracker* budgets = nullptr;
   // Failed policy reloads so far (PolicyReloader::reload_errors()); optional. A failed
   // reload leaves the old policy in force, so this counter is how an operator sees it.

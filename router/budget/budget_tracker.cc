@@ -24,6 +24,23 @@ int64_t UntilNextMonth(int64_t unix_us) {
   return next - unix_us;
 }
 
+// Retry-After of a rate limit of 0 (concurrent_requests or requests_per_minute): it
+// never frees under this policy, only a reload can change it; a minute keeps clients
+// from asking every second. (Token budgets of 0 say the next UTC day / month, when a
+// budget would reset.)
+constexpr uint32_t kNeverFreesRetryMs = 60'000;
+
+// Whether `used` + `more` passes `limit`: never for an unlimited limit, always for a
+// limit of 0 (even a request that reserves nothing), else when the sum is over it.
+bool Passes(int64_t used, int64_t more, int64_t limit) {
+  if (policy::IsUnlimited(limit)) return false;
+  return limit == 0 || used + more > limit;
+}
+
+std::string NoneAllowed(const std::string& principal, const char* what, const char* key) {
+  return absl::StrCat("the policy allows ", principal, " no ", what, " (", key, ": 0)");
+}
+
 uint32_t ToRetryMs(int64_t us) {
   const int64_t ms = (us + 999) / 1000;
   return static_cast<uint32_t>(std::min<int64_t>(std::max<int64_t>(ms, 1), 0xFFFFFFFF));
@@ -66,40 +83,52 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
   const int64_t in_flight = s.in_flight + peer.in_flight;
   const int64_t day_tokens = s.day_tokens + (peer.day == day ? peer.day_tokens : 0);
   const int64_t month_tokens = s.month_tokens + (peer.month == month ? peer.month_tokens : 0);
-  if (b.concurrent_requests > 0 && in_flight >= b.concurrent_requests) {
-    return WithRetryAfter(ReasonError("rate_limited",
-                                      absl::StrCat(principal, " has ", in_flight,
-                                                   " requests in flight; the limit is ",
-                                                   b.concurrent_requests)),
-                          1000);
+  if (Passes(in_flight, 1, b.concurrent_requests)) {
+    return WithRetryAfter(
+        ReasonError("rate_limited",
+                    b.concurrent_requests == 0
+                        ? NoneAllowed(principal, "concurrent requests", "concurrent_requests")
+                        : absl::StrCat(principal, " has ", in_flight,
+                                       " requests in flight; the limit is ",
+                                       b.concurrent_requests)),
+        b.concurrent_requests == 0 ? kNeverFreesRetryMs : 1000);
   }
   while (!s.admitted_us.empty() && mono_us - s.admitted_us.front() >= kMinuteUs) {
     s.admitted_us.pop_front();
   }
-  if (b.requests_per_minute > 0 &&
-      static_cast<int64_t>(s.admitted_us.size()) + peer.minute_admissions >=
-          b.requests_per_minute) {
+  if (Passes(static_cast<int64_t>(s.admitted_us.size()) + peer.minute_admissions, 1,
+             b.requests_per_minute)) {
     // The oldest local admission says when a slot frees; the other routers' times are
     // not known here: a second.
     return WithRetryAfter(
-        ReasonError("rate_limited", absl::StrCat(principal, " reached ", b.requests_per_minute,
-                                                 " requests per minute")),
-        s.admitted_us.empty() ? 1000
-                              : ToRetryMs(kMinuteUs - (mono_us - s.admitted_us.front())));
+        ReasonError("rate_limited",
+                    b.requests_per_minute == 0
+                        ? NoneAllowed(principal, "requests per minute", "requests_per_minute")
+                        : absl::StrCat(principal, " reached ", b.requests_per_minute,
+                                       " requests per minute")),
+        b.requests_per_minute == 0 ? kNeverFreesRetryMs
+        : s.admitted_us.empty()    ? 1000
+                                   : ToRetryMs(kMinuteUs - (mono_us - s.admitted_us.front())));
   }
-  if (b.tokens_per_day > 0 && day_tokens + reserve_tokens > b.tokens_per_day) {
+  if (Passes(day_tokens, reserve_tokens, b.tokens_per_day)) {
     return WithRetryAfter(
         ReasonError("budget_exhausted",
-                    absl::StrCat(principal, " has used ", day_tokens, " of ", b.tokens_per_day,
-                                 " tokens today; this request reserves ", reserve_tokens)),
+                    b.tokens_per_day == 0
+                        ? NoneAllowed(principal, "tokens per day", "tokens_per_day")
+                        : absl::StrCat(principal, " has used ", day_tokens, " of ",
+                                       b.tokens_per_day, " tokens today; this request reserves ",
+                                       reserve_tokens)),
         ToRetryMs(kDayUs - now_us % kDayUs));
   }
-  if (b.tokens_per_month > 0 && month_tokens + reserve_tokens > b.tokens_per_month) {
+  if (Passes(month_tokens, reserve_tokens, b.tokens_per_month)) {
     return WithRetryAfter(
         ReasonError("budget_exhausted",
-                    absl::StrCat(principal, " has used ", month_tokens, " of ",
-                                 b.tokens_per_month, " tokens this month; this request reserves ",
-                                 reserve_tokens)),
+                    b.tokens_per_month == 0
+                        ? NoneAllowed(principal, "tokens per month", "tokens_per_month")
+                        : absl::StrCat(principal, " has used ", month_tokens, " of ",
+                                       b.tokens_per_month,
+                                       " tokens this month; this request reserves ",
+                                       reserve_tokens)),
         ToRetryMs(UntilNextMonth(now_us)));
   }
   BudgetReservation r;
@@ -107,9 +136,12 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
   r.tokens = reserve_tokens;
   r.day = day;
   r.month = month;
-  if (b.tokens_per_day > 0) {
+  // Only a day budget that is a number above 0 has a half and four fifths (unlimited is
+  // a marker, not a number to take a share of; 0 admitted nothing). The threshold is
+  // rounded up, so that a tiny budget (1 token) still warns when it is crossed.
+  if (!policy::IsUnlimited(b.tokens_per_day) && b.tokens_per_day > 0) {
     for (int percent : {80, 50}) {
-      const int64_t threshold = b.tokens_per_day * percent / 100;
+      const int64_t threshold = (b.tokens_per_day * percent + 99) / 100;
       if (day_tokens < threshold && day_tokens + reserve_tokens >= threshold) {
         r.warning_percent = percent;
         break;

@@ -9,6 +9,13 @@
 // budget_exhausted (tokens), each with a Retry-After: until a window slot frees, or until
 // the next UTC day / month.
 //
+// Each limit is enforced exactly as policy::Budgets carries it: N admits up to N, 0
+// refuses every request in that dimension (a limit of 0 never frees, so its Retry-After
+// is 60 seconds for concurrent_requests / requests_per_minute, and the next UTC day /
+// month for tokens_per_day / tokens_per_month), and policy::kUnlimited never refuses in
+// that dimension (its counts are still kept and shared). The 50 / 80 percent warnings
+// exist only for a day budget that is a number above 0.
+//
 // Several routers: each keeps its own counts here and adds the other routers' counts,
 // which router/budget/budget_sync.h exchanges through Postgres every half second
 // (SetPeerCounts), to its own in every check. Between two exchanges the routers

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/status.h"
+#include "policy/policy_loader.h"
 
 namespace gantry::router {
 namespace {
@@ -87,6 +92,150 @@ TEST(BudgetTrackerTest, DayBudgetResetsAtUtcMidnightAndRetryAfterSaysWhen) {
   EXPECT_TRUE(t.Admit("p", b, 100).ok());
   EXPECT_EQ(t.UsageOf("p").day_tokens, 100);
   EXPECT_EQ(t.UsageOf("p").month_tokens, 100);  // a new month too: Dec 1
+}
+
+constexpr int64_t kUnlimited = policy::kUnlimited;
+
+TEST(BudgetTrackerTest, ZeroRefusesEveryRequestInItsDimension) {
+  FakeClock clock(kLateEvening);  // 2026-11-30 23:59:00 UTC: a minute to a new day and month
+  struct Case {
+    policy::Budgets budgets;
+    const char* reason;
+    uint32_t retry_after_ms;
+    const char* says;
+  } cases[] = {
+      {Limits(kUnlimited, kUnlimited, kUnlimited, 0), "rate_limited", 60000,
+       "no concurrent requests (concurrent_requests: 0)"},
+      {Limits(kUnlimited, kUnlimited, 0, kUnlimited), "rate_limited", 60000,
+       "no requests per minute (requests_per_minute: 0)"},
+      {Limits(0, kUnlimited, kUnlimited, kUnlimited), "budget_exhausted", 60000,
+       "no tokens per day (tokens_per_day: 0)"},
+      {Limits(kUnlimited, 0, kUnlimited, kUnlimited), "budget_exhausted", 60000,
+       "no tokens per month (tokens_per_month: 0)"},
+  };
+  for (const Case& c : cases) {
+    BudgetTracker t(clock);
+    // Even a request that reserves nothing, and even the first one.
+    for (int64_t reserve : {int64_t{0}, int64_t{1}, int64_t{1000}}) {
+      auto r = t.Admit("zed", c.budgets, reserve);
+      ASSERT_FALSE(r.ok()) << c.says;
+      EXPECT_EQ(ReasonOf(r.status()), c.reason) << c.says;
+      EXPECT_EQ(RetryAfterMs(r.status()), c.retry_after_ms) << c.says;
+      EXPECT_NE(r.status().message().find(c.says), absl::string_view::npos) << r.status();
+    }
+    EXPECT_EQ(t.UsageOf("zed").in_flight, 0);
+    EXPECT_EQ(t.UsageOf("zed").day_tokens, 0);
+  }
+  // Mid-month, a month budget of 0 says the first of the next month; a day budget of 0
+  // the next midnight.
+  FakeClock mid(kLateEvening - 15 * 86'400'000'000);  // 2026-11-15 23:59:00
+  BudgetTracker t(mid);
+  auto month = t.Admit("zed", Limits(kUnlimited, 0, kUnlimited, kUnlimited), 1);
+  EXPECT_EQ(RetryAfterMs(month.status()), 60000u + 15u * 86'400'000u);
+  auto day = t.Admit("zed", Limits(0, kUnlimited, kUnlimited, kUnlimited), 1);
+  EXPECT_EQ(RetryAfterMs(day.status()), 60000u);
+}
+
+TEST(BudgetTrackerTest, UnlimitedNeverRefusesItsDimension) {
+  FakeClock clock(kLateEvening - 3'600'000'000);
+  BudgetTracker t(clock);
+  const auto b = Limits(kUnlimited, kUnlimited, kUnlimited, kUnlimited);
+  std::vector<BudgetReservation> held;
+  for (int i = 0; i < 2000; ++i) {  // 2000 in flight, all in one minute
+    auto r = t.Admit("ada", b, int64_t{1} << 40);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status();
+    EXPECT_EQ(r->warning_percent, 0);  // no share of an unlimited budget
+    held.push_back(*r);
+  }
+  EXPECT_EQ(t.UsageOf("ada").in_flight, 2000);
+  EXPECT_EQ(t.UsageOf("ada").day_tokens, int64_t{2000} << 40);  // still counted
+  for (const BudgetReservation& r : held) t.Settle(r, 10);
+  EXPECT_EQ(t.UsageOf("ada").day_tokens, 20000);
+  EXPECT_EQ(t.LocalCounts().at("ada").minute_admissions, 2000);
+
+  // One unlimited dimension leaves the others enforced exactly: N admits N, then refuses.
+  const auto two_per_minute = Limits(kUnlimited, kUnlimited, 2, kUnlimited);
+  EXPECT_TRUE(t.Admit("bo", two_per_minute, 1).ok());
+  EXPECT_TRUE(t.Admit("bo", two_per_minute, 1).ok());
+  EXPECT_EQ(ReasonOf(t.Admit("bo", two_per_minute, 1).status()), "rate_limited");
+  const auto month_only = Limits(kUnlimited, 100, kUnlimited, kUnlimited);
+  EXPECT_TRUE(t.Admit("cy", month_only, 100).ok());
+  auto over = t.Admit("cy", month_only, 1);
+  EXPECT_EQ(ReasonOf(over.status()), "budget_exhausted");
+  EXPECT_NE(over.status().message().find("100 tokens this month"), absl::string_view::npos);
+}
+
+TEST(BudgetTrackerTest, WarningsOnlyForANumberedDayBudget) {
+  FakeClock clock(kLateEvening - 3'600'000'000);
+  BudgetTracker t(clock);
+  // A day budget of 1: the first token is all of it (80 percent crossed at once).
+  auto one = t.Admit("p", Limits(1, kUnlimited, kUnlimited, kUnlimited), 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->warning_percent, 80);
+  // The month budget has no warnings; an unlimited day has none however much is used.
+  auto month = t.Admit("q", Limits(kUnlimited, 10, kUnlimited, kUnlimited), 9);
+  ASSERT_TRUE(month.ok());
+  EXPECT_EQ(month->warning_percent, 0);
+}
+
+// The budgets a policy's defaults and grants give each principal, through the real
+// loader and compiler, enforced by the tracker.
+TEST(BudgetTrackerTest, DefaultsAndGrantsCombineByMinimumWithZeroAndUnlimited) {
+  std::string users;
+  for (const char* name : {"ann", "ben", "cat", "dee"}) {
+    absl::StrAppend(&users, "    - {name: ", name, ", key_sha256: ", Sha256Hex(name),
+                    ", priority: interactive, groups: [g]}\n");
+  }
+  const std::string yaml = absl::StrCat(
+      "version: 1\n"
+      "defaults:\n"
+      "  budgets: {tokens_per_day: unlimited, tokens_per_month: 5000, requests_per_minute: 3,"
+      " concurrent_requests: unlimited}\n"
+      "models:\n  - {name: m, bundles: [b]}\n"
+      "principals:\n  groups:\n    - {name: g}\n  users:\n", users,
+      "grants:\n"
+      // Every member: unlimited lowers nothing.
+      "  - {group: g, models: {m: {}}, budgets: {requests_per_minute: unlimited}}\n"
+      // ann: unlimited (default) and 100 give 100; 0 and unlimited give 0.
+      "  - {user: ann, budgets: {tokens_per_day: 100, concurrent_requests: 0}}\n"
+      // ben: a grant cannot lift the default 5000 to unlimited, and 0 wins over 2.
+      "  - {user: ben, budgets: {tokens_per_month: unlimited, requests_per_minute: 0}}\n"
+      "  - {user: ben, budgets: {requests_per_minute: 2}}\n"
+      // cat: a day budget of 0.
+      "  - {user: cat, budgets: {tokens_per_day: 0}}\n");
+  auto snap = policy::LoadPolicyText(yaml, "budgets.yaml");
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  auto budgets_of = [&](const std::string& name) {
+    return (*snap)->principals[(*snap)->by_name.at(name)].budgets;
+  };
+  const policy::Budgets ann = budgets_of("ann"), ben = budgets_of("ben"),
+                        cat = budgets_of("cat"), dee = budgets_of("dee");
+  EXPECT_EQ(ann.tokens_per_day, 100);
+  EXPECT_EQ(ann.tokens_per_month, 5000);
+  EXPECT_EQ(ann.requests_per_minute, 3);
+  EXPECT_EQ(ann.concurrent_requests, 0);
+  EXPECT_EQ(ben.tokens_per_day, kUnlimited);
+  EXPECT_EQ(ben.tokens_per_month, 5000);
+  EXPECT_EQ(ben.requests_per_minute, 0);
+  EXPECT_EQ(ben.concurrent_requests, kUnlimited);
+  EXPECT_EQ(cat.tokens_per_day, 0);
+  EXPECT_EQ(dee.tokens_per_day, kUnlimited);
+  EXPECT_EQ(dee.tokens_per_month, 5000);
+  EXPECT_EQ(dee.requests_per_minute, 3);
+  EXPECT_EQ(dee.concurrent_requests, kUnlimited);
+  EXPECT_EQ(dee.request_seconds, policy::kDefaultRequestSeconds);
+
+  FakeClock clock(kLateEvening - 3'600'000'000);
+  BudgetTracker t(clock);
+  EXPECT_EQ(ReasonOf(t.Admit("ann", ann, 1).status()), "rate_limited");
+  EXPECT_EQ(ReasonOf(t.Admit("ben", ben, 1).status()), "rate_limited");
+  EXPECT_EQ(ReasonOf(t.Admit("cat", cat, 1).status()), "budget_exhausted");
+  // dee: no concurrency limit, 3 per minute, 5000 tokens a month, any number a day.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(t.Admit("dee", dee, 1000).ok()) << i;
+  EXPECT_EQ(ReasonOf(t.Admit("dee", dee, 1).status()), "rate_limited");
+  clock.Advance(60'000'001);
+  EXPECT_TRUE(t.Admit("dee", dee, 2000).ok());
+  EXPECT_EQ(ReasonOf(t.Admit("dee", dee, 1).status()), "budget_exhausted");  // 5000 used
 }
 
 }  // namespace
