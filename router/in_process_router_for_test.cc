@@ -91,6 +91,15 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   return router;
 }
 
+std::unique_ptr<gantry::testing::FakeWorkerForTest> InProcessRouterForTest::StartWorker(
+    gantry::testing::FakeWorkerOptions options, int live_workers) {
+  options.endpoint = broker_->endpoint();
+  auto worker = std::make_unique<gantry::testing::FakeWorkerForTest>(std::move(options));
+  const bool live = worker->WaitFor(
+      [&] { return broker_->stats().live_workers == static_cast<uint64_t>(live_workers); }, 5000);
+  return live ? std::move(worker) : nullptr;
+}
+
 InProcessRouterForTest::~InProcessRouterForTest() {
   server_.reset();
   gateway_.reset();

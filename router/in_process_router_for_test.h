@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "router/broker/broker.h"
 #include "router/budget/budget_tracker.h"
+#include "router/fake_worker_for_test.h"
 #include "router/gateway.h"
 #include "router/http/http_server.h"
 
@@ -50,6 +51,12 @@ class InProcessRouterForTest {
   broker::Broker* broker() const { return broker_.get(); }
   Gateway* gateway() const { return gateway_.get(); }
   const BudgetTracker& budgets() const { return budgets_; }
+
+  // Starts a worker TEST DOUBLE on this router's broker (`options.endpoint` is set to
+  // it) and waits, 5 seconds at most, until the broker counts `live_workers` live
+  // workers. nullptr when they did not become live in that time.
+  std::unique_ptr<gantry::testing::FakeWorkerForTest> StartWorker(
+      gantry::testing::FakeWorkerOptions options = {}, int live_workers = 1);
 
  private:
   InProcessRouterForTest() = default;

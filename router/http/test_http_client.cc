@@ -43,6 +43,19 @@ absl::StatusOr<TestHttpClient> TestHttpClient::Connect(int port) {
   return TestHttpClient(fd);
 }
 
+absl::StatusOr<TestResponse> TestHttpClient::PostJson(int port, absl::string_view target,
+                                                      absl::string_view body,
+                                                      absl::string_view api_key,
+                                                      int timeout_ms) {
+  auto client = Connect(port);
+  if (!client.ok()) return client.status();
+  absl::Status sent = client->SendRequest(
+      "POST", target, body,
+      {{"Content-Type", "application/json"}, {"Authorization", absl::StrCat("Bearer ", api_key)}});
+  if (!sent.ok()) return sent;
+  return client->ReadResponse(timeout_ms);
+}
+
 absl::StatusOr<TestHttpClient> TestHttpClient::ConnectTls(int port, const std::string& ca_file,
                                                           int max_version) {
   auto client = Connect(port);

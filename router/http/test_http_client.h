@@ -34,6 +34,13 @@ class TestHttpClient {
   // test offer only old protocols. Errors: UNAVAILABLE (connect, handshake refused).
   static absl::StatusOr<TestHttpClient> ConnectTls(int port, const std::string& ca_file,
                                                    int max_version = 0);
+  // One request on a new connection: POST of the JSON `body` to `target` with
+  // "Authorization: Bearer <api_key>", and its whole response. Errors: as Connect,
+  // SendRequest and ReadResponse.
+  static absl::StatusOr<TestResponse> PostJson(int port, absl::string_view target,
+                                               absl::string_view body,
+                                               absl::string_view api_key,
+                                               int timeout_ms = 10000);
   TestHttpClient(TestHttpClient&& other) noexcept;
   TestHttpClient& operator=(TestHttpClient&& other) noexcept;
   ~TestHttpClient();
