@@ -27,6 +27,8 @@ constexpr ErrorReason kReasons[] = {
      "tools were sent to a bundle that declares no tool protocol"},
     {"invalid_tool_call", C::kInvalidArgument, 422, false,
      "the model produced a tool call that failed validation"},
+    {"tool_call_denied", C::kPermissionDenied, 403, false,
+     "the model called a tool, or gave arguments, that the policy denies the principal"},
     {"too_many_tool_calls", C::kInvalidArgument, 422, false,
      "more tool calls than parallel_tool_calls / max_tool_calls allow"},
     {"unknown_tool_call_id", C::kInvalidArgument, 400, false,

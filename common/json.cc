@@ -421,6 +421,10 @@ class Parser {
       auto& members = out->members();
       if (index.empty() && members.size() < kIndexAbove) {
         Value* existing = out->Find(key);
+        if (existing && options_.reject_duplicate_keys) {
+          Fail(absl::StrCat("duplicate key '", key, "'"));
+          return false;
+        }
         if (existing) {
           *existing = std::move(value);
         } else {
@@ -431,6 +435,10 @@ class Parser {
           for (size_t i = 0; i < members.size(); ++i) index.emplace(members[i].first, i);
         }
         auto [it, inserted] = index.emplace(key, members.size());
+        if (!inserted && options_.reject_duplicate_keys) {
+          Fail(absl::StrCat("duplicate key '", key, "'"));
+          return false;
+        }
         if (inserted) {
           members.emplace_back(std::move(key), std::move(value));
         } else {

@@ -95,6 +95,10 @@ class Value {
 
 struct ParseOptions {
   size_t max_depth = 256;
+  // A key repeated within one object is an error ("duplicate key") instead of the last
+  // copy winning: for text whose readers may disagree on which copy counts (a tool
+  // call's arguments, decided by the policy and then run by a client).
+  bool reject_duplicate_keys = false;
 };
 
 absl::StatusOr<Value> Parse(absl::string_view text, const ParseOptions& options = {});

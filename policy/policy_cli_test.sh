@@ -36,7 +36,10 @@ check explain-nocwd   0 'verdict: deny'                     -- policy explain "$
 check explain-hash    0 "policy_sha256: $hash"              -- policy explain "$demo" --user dana --model qwen3-8b
 check explain-usage   2 'explain needs --key K or --user U' -- policy explain "$demo" --model qwen3-8b
 check explain-badparm 2 'temperature: expected a number'    -- policy explain "$demo" --user dana --param temperature=hot
-check explain-badjson 2 '--args: '                          -- policy explain "$demo" --user dana --tool t --args '{"a":'
+# Arguments that are not one JSON object are decided, as the router decides such a call.
+check explain-badjson 0 'reason: tool_arguments_not_allowed' -- policy explain "$demo" --user dana --tool read_file --args '{"a":'
+check explain-dupargs 0 "appears twice|duplicate key 'path'" -- policy explain "$demo" --user dana --tool read_file --args '{"path":"/workspace/a","path":"/etc/shadow"}'
+check explain-offer   0 'stripped: write_file' -- policy explain "$demo" --user dana --model qwen3-8b --offer-tool read_file --offer-tool write_file
 check unknown-sub     2 "unknown subcommand 'lint'"         -- policy lint "$demo"
 
 # An invalid file: the error names file, line, column and YAML path; the exit status is 1.

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "policy/policy_decide.h"
@@ -15,89 +16,6 @@ namespace {
 int Usage(const char* message) {
   std::fprintf(stderr, "gantry policy: %s (see gantry policy --help)\n", message);
   return 2;
-}
-
-// TEMPORARY: common/json.h is being written; until it lands, --args accepts only a flat
-// JSON object whose values are strings, numbers, true, false or null (kept as their
-// text). Replace with the common parser when it exists.
-bool ParseFlatJsonObject(const std::string& text,
-                         std::vector<std::pair<std::string, std::string>>* out,
-                         std::string* error) {
-  size_t i = 0;
-  auto skip = [&] {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
-                               text[i] == '\r')) {
-      ++i;
-    }
-  };
-  auto parse_string = [&](std::string* s) -> bool {
-    if (i >= text.size() || text[i] != '"') return false;
-    ++i;
-    while (i < text.size() && text[i] != '"') {
-      char c = text[i++];
-      if (c == '\\') {
-        if (i >= text.size()) return false;
-        char e = text[i++];
-        switch (e) {
-          case '"': case '\\': case '/': s->push_back(e); break;
-          case 'n': s->push_back('\n'); break;
-          case 't': s->push_back('\t'); break;
-          case 'r': s->push_back('\r'); break;
-          case 'b': s->push_back('\b'); break;
-          case 'f': s->push_back('\f'); break;
-          default: return false;  // \uXXXX is not supported by this stopgap
-        }
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        return false;
-      } else {
-        s->push_back(c);
-      }
-    }
-    if (i >= text.size()) return false;
-    ++i;
-    return true;
-  };
-  skip();
-  if (i >= text.size() || text[i] != '{') return *error = "expected a JSON object", false;
-  ++i;
-  skip();
-  if (i < text.size() && text[i] == '}') {
-    ++i;
-  } else {
-    while (true) {
-      skip();
-      std::string key, value;
-      if (!parse_string(&key)) return *error = "expected a string key", false;
-      skip();
-      if (i >= text.size() || text[i] != ':') return *error = "expected ':'", false;
-      ++i;
-      skip();
-      if (i < text.size() && text[i] == '"') {
-        if (!parse_string(&value)) return *error = "bad string value", false;
-      } else {
-        size_t start = i;
-        while (i < text.size() && text[i] != ',' && text[i] != '}' && text[i] != ' ') ++i;
-        value = text.substr(start, i - start);
-        if (value.empty() || value[0] == '{' || value[0] == '[') {
-          return *error = "values must be strings, numbers, true, false or null", false;
-        }
-      }
-      out->emplace_back(std::move(key), std::move(value));
-      skip();
-      if (i < text.size() && text[i] == ',') {
-        ++i;
-        continue;
-      }
-      if (i < text.size() && text[i] == '}') {
-        ++i;
-        break;
-      }
-      return *error = "expected ',' or '}'", false;
-    }
-  }
-  skip();
-  if (i != text.size()) return *error = "trailing characters after the object", false;
-  return true;
 }
 
 // Splits "ARGV..." on blanks; single and double quotes group words (no escapes).
@@ -165,6 +83,13 @@ void PrintDecision(const Decision& d) {
   for (const ClampRecord& c : d.clamps) {
     std::printf("clamp: %s %s -> %s\n", c.field.c_str(), c.requested.c_str(), c.applied.c_str());
   }
+  for (const OfferedToolVerdict& t : d.offered_tools) {
+    std::printf("offered tool: %s %s (%s)\n", t.name.c_str(),
+                t.granted ? "granted" : "not granted", t.rule_id.c_str());
+  }
+  if (!d.stripped_tools.empty()) {
+    std::printf("stripped: %s\n", absl::StrJoin(d.stripped_tools, ",").c_str());
+  }
   if (!d.principal.empty()) {
     std::printf("principal: %s (priority %s)\n", d.principal.c_str(), PriorityName(d.priority));
     std::printf("budgets: tokens_per_day=%s tokens_per_month=%s requests_per_minute=%s "
@@ -181,6 +106,7 @@ void PrintDecision(const Decision& d) {
 int RunExplain(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("explain needs a FILE");
   PolicyRequest request;
+  uint32_t default_max_tokens = kDefaultMaxTokens;
   bool have_principal = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -201,12 +127,20 @@ int RunExplain(const std::vector<std::string>& args) {
       if (!parsed.ok()) return Usage(std::string(parsed.status().message()).c_str());
       request.params.Set(*param, *parsed);
     } else if (flag == "--tool") {
-      request.tools.push_back(ToolCallRequest{value, {}});
+      request.tools.push_back(ToolCallFromJson(value, "{}"));
     } else if (flag == "--args") {
       if (request.tools.empty()) return Usage("--args follows the --tool it belongs to");
-      std::string error;
-      if (!ParseFlatJsonObject(value, &request.tools.back().args, &error)) {
-        return Usage(absl::StrCat("--args: ", error).c_str());
+      // The router reads a model's call with this same function.
+      request.tools.back() = ToolCallFromJson(request.tools.back().name, value);
+    } else if (flag == "--offer-tool") {
+      request.offered_tools.push_back(value);
+    } else if (flag == "--tool-choice-name") {
+      request.tool_choice_name = value;
+    } else if (flag == "--template-kwarg") {
+      request.template_kwargs.push_back(value);
+    } else if (flag == "--default-max-tokens") {
+      if (!absl::SimpleAtoi(value, &default_max_tokens)) {
+        return Usage("--default-max-tokens needs a whole number");
       }
     } else if (flag == "--command") {
       std::vector<std::string> argv;
@@ -222,6 +156,8 @@ int RunExplain(const std::vector<std::string>& args) {
   if (!have_principal) return Usage("explain needs --key K or --user U");
   std::shared_ptr<const Snapshot> snap = LoadOrReport(args[0]);
   if (snap == nullptr) return 1;
+  // Omitted parameters are decided as the values a worker would use, as in the router.
+  CompleteAsServed(&request, default_max_tokens);
   PrintDecision(Decide(*snap, request));
   return 0;
 }
@@ -243,6 +179,8 @@ const cli::Subcommand kPolicyCommand = {
     "       gantry policy hash FILE\n"
     "       gantry policy explain FILE (--key K | --user U) [--model M]\n"
     "                             [--param NAME=VALUE ...] [--tool NAME [--args JSON] ...]\n"
+    "                             [--offer-tool NAME ...] [--tool-choice-name NAME]\n"
+    "                             [--template-kwarg KEY ...] [--default-max-tokens N]\n"
     "                             [--command \"ARGV...\" ...] [--cwd DIR]\n"
     "\n"
     "check    validates FILE (schema: docs/policy.md) and runs its inline examples\n"
@@ -252,8 +190,15 @@ const cli::Subcommand kPolicyCommand = {
     "  --key K          the presented API key (hashed, then looked up)\n"
     "  --user U         a user or service account by name\n"
     "  --param N=V      max_tokens, temperature, top_p, top_k, seed, stop_strings,\n"
-    "                   tool_choice, parallel_tool_calls, reasoning_effort\n"
-    "  --tool NAME      a tool call; --args '{\"path\":\"/workspace/a\"}' gives its arguments\n"
+    "                   tool_choice, parallel_tool_calls, reasoning_effort,\n"
+    "                   enable_thinking; one left out is decided as the value a worker\n"
+    "                   uses (as the router does)\n"
+    "  --tool NAME      a tool call the model emits; --args '{\"path\":\"/workspace/a\"}'\n"
+    "                   gives its arguments as JSON text (as the router reads them)\n"
+    "  --offer-tool N   a tool the request offers the model (its `tools`)\n"
+    "  --tool-choice-name N  the tool a named tool_choice names\n"
+    "  --template-kwarg K    a chat_template_kwargs key other than enable_thinking\n"
+    "  --default-max-tokens N  the bundle's default output cap (default 1024)\n"
     "  --command ARGV   a command line; argv[0] must be the resolved absolute path\n"
     "\n"
     "Exit status: 0 success (explain: a decision was printed), 1 the policy did not load\n"

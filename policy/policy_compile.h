@@ -61,7 +61,7 @@ struct RawPrincipal {
 
 struct RawPolicy {
   Budgets defaults;
-  AdvertisedTools advertised_tools = AdvertisedTools::kAllow;
+  AdvertisedTools advertised_tools = AdvertisedTools::kStrip;
   std::vector<ModelInfo> models;
   std::vector<std::string> groups;
   std::vector<RawPrincipal> principals;

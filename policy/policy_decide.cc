@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "common/sha256.h"
 #include "gantry/v1/policy.pb.h"
 #include "policy/path_glob.h"
@@ -21,6 +23,7 @@ Decision& Deny(Decision& d, absl::string_view rule, absl::string_view reason,
   d.reason = std::string(reason);
   d.message = std::move(message);
   d.clamps.clear();
+  d.stripped_tools.clear();
   return d;
 }
 
@@ -87,6 +90,10 @@ std::string ArgMismatch(const ArgConstraint& c, const ToolCallRequest& call) {
     }
   }
   if (value == nullptr) return absl::StrCat("argument '", c.arg, "' is required by ", c.rule_id);
+  if (std::find(call.non_string_args.begin(), call.non_string_args.end(), c.arg) !=
+      call.non_string_args.end()) {
+    return absl::StrCat("argument '", c.arg, "' is not a string");
+  }
   if (!c.one_of.empty() &&
       std::find(c.one_of.begin(), c.one_of.end(), *value) == c.one_of.end()) {
     return absl::StrCat("argument '", c.arg, "' = '", *value, "' is not one of [",
@@ -132,66 +139,107 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
     // value outside the parameter's domain before looking at bounds.
     bool valid = !std::isnan(v) && (!ParamIsIntegral(param) || v == std::floor(v));
     if (param == Param::kToolChoice) valid = valid && v >= 0 && v <= 3;
+    if (ParamIsFlag(param)) valid = valid && (v == 0 || v == 1);
     if (!valid) {
       Deny(d, "request", "invalid_request",
            absl::StrCat(ParamName(param), " has a value outside its domain"));
       return false;
     }
   }
+  if (!r.template_kwargs.empty()) {
+    Deny(d, kDefaultDeny, "template_kwarg_not_granted",
+         absl::StrCat("chat_template_kwargs key '", r.template_kwargs.front(),
+                      "' is not granted (the only template variable a grant can bound is "
+                      "enable_thinking)"));
+    return false;
+  }
   for (int i = 0; i < kParamCount; ++i) {
     const ParamRule& rule = access.params[i];
-    if (rule.parts.empty()) continue;
     Param param = static_cast<Param>(i);
-    if (!r.params.Has(param)) {
-      // An omitted max_tokens would mean "the bundle's default", which may exceed the
-      // bound; the bound becomes the request's value instead.
-      if (param == Param::kMaxTokens && rule.hi != kNoMax) {
-        d.effective.Set(param, rule.hi);
-        d.clamps.push_back({ParamName(param), "unset", FormatParamValue(param, rule.hi)});
-        if (clamp_rule->empty()) {
-          for (const GrantBound& part : rule.parts) {
-            if (part.max == rule.hi) *clamp_rule = part.rule_id;
+    if (rule.parts.empty()) {
+      if (ParamNeedsGrant(param) && r.params.Has(param)) {
+        Deny(d, kDefaultDeny, "parameter_not_granted",
+             absl::StrCat("no grant of '", p.name, "' on model '", r.model, "' bounds ",
+                          ParamName(param), ", so the request may not set it"));
+        return false;
+      }
+      continue;
+    }
+    const bool requested = r.params.Has(param);
+    if (!requested && !r.defaults.Has(param)) {
+      // Omitted, and no default is known (seed; anything when the caller gave no
+      // defaults): "unset" could be anything, so the bound's value is used instead.
+      const double applied = rule.hi != kNoMax ? rule.hi : rule.lo;
+      if (applied == kNoMin) continue;  // a tool_choice set: the parser always sets it
+      d.effective.Set(param, applied);
+      d.clamps.push_back({ParamName(param), "unset", FormatParamValue(param, applied)});
+      if (clamp_rule->empty()) {
+        for (const GrantBound& part : rule.parts) {
+          if (part.max == applied || part.min == applied) {
+            *clamp_rule = part.rule_id;
+            break;
           }
         }
       }
       continue;
     }
-    double v = r.params.Get(param);
+    double v = requested ? r.params.Get(param) : r.defaults.Get(param);
+    const std::string shown =
+        requested ? FormatParamValue(param, v)
+                  : absl::StrCat("unset (default ", FormatParamValue(param, v), ")");
+    // top_k 0 means "off": every token, compared as no bound at all.
+    const double compared = param == Param::kTopK && v == 0 ? kNoMax : v;
     const GrantBound* clamp_part = nullptr;
     for (const GrantBound& part : rule.parts) {
       bool outside = param == Param::kToolChoice
                          ? !(part.allowed_mask & (1u << static_cast<int>(v)))
-                         : (v < part.min || v > part.max);
+                         : (compared < part.min || compared > part.max);
       if (!outside) continue;
       if (part.action == BoundAction::kReject || param == Param::kToolChoice) {
         Deny(d, part.rule_id, "parameter_out_of_range",
-             absl::StrCat(ParamName(param), " = ", FormatParamValue(param, v),
-                          " is outside the bound of ", part.rule_id));
+             absl::StrCat(ParamName(param), " = ", shown, " is outside the bound of ",
+                          part.rule_id));
         return false;
       }
       if (clamp_part == nullptr) clamp_part = &part;
     }
+    double applied = v;
     if (clamp_part != nullptr) {
-      double applied = std::min(std::max(v, rule.lo), rule.hi);
-      d.effective.Set(param, applied);
-      d.clamps.push_back({ParamName(param), FormatParamValue(param, v),
+      applied = std::min(std::max(compared, rule.lo), rule.hi);
+      d.clamps.push_back({ParamName(param), requested ? shown : "unset",
                           FormatParamValue(param, applied)});
       if (clamp_rule->empty()) *clamp_rule = clamp_part->rule_id;
     }
+    d.effective.Set(param, applied);
   }
   return true;
 }
 
 }  // namespace
 
-std::string AdvertisedToolRefusal(const Snapshot& snapshot, const std::string& principal,
-                                  const std::string& tool) {
-  auto by_name = snapshot.by_name.find(principal);
-  if (by_name == snapshot.by_name.end()) return kDefaultDeny;
-  const Principal& p = snapshot.principals[by_name->second];
-  auto it = p.tools.find(tool);
-  if (it == p.tools.end()) return kDefaultDeny;
-  return it->second.deny_rule;
+ToolCallRequest ToolCallFromJson(std::string name, absl::string_view arguments_json) {
+  ToolCallRequest call;
+  call.name = std::move(name);
+  json::ParseOptions options;
+  options.reject_duplicate_keys = true;
+  auto parsed = json::Parse(arguments_json, options);
+  if (!parsed.ok()) {
+    call.malformed = absl::StrCat("the arguments are not valid JSON (", parsed.status().message(), ")");
+    return call;
+  }
+  if (!parsed->is_object()) {
+    call.malformed = "the arguments are not a JSON object";
+    return call;
+  }
+  for (auto& [key, value] : parsed->members()) {
+    if (value.is_string()) {
+      call.args.emplace_back(key, value.as_string());
+    } else {
+      call.args.emplace_back(key, json::DumpCompact(value));
+      call.non_string_args.push_back(key);
+    }
+  }
+  return call;
 }
 
 bool ModelGranted(const Snapshot& snapshot, const std::string& principal,
@@ -220,6 +268,12 @@ bool DecideTool(const Principal& p, const ToolCallRequest& call, Decision& d,
          absl::StrCat("tool '", call.name, "' is denied to '", p.name, "'"));
     return false;
   }
+  if (!call.malformed.empty()) {
+    // Also under a grant of "any arguments": those are the arguments of one object.
+    Deny(d, "request", "tool_arguments_not_allowed",
+         absl::StrCat("tool '", call.name, "': ", call.malformed));
+    return false;
+  }
   for (const ToolGrant& grant : access.grants) {
     for (const ArgConstraint& c : grant.args) {
       std::string why = ArgMismatch(c, call);
@@ -231,6 +285,57 @@ bool DecideTool(const Principal& p, const ToolCallRequest& call, Decision& d,
     }
   }
   if (allow_rule->empty()) *allow_rule = access.grants.front().rule_id;
+  return true;
+}
+
+// The tools the request offers: each by name against the grants; the ungranted ones
+// stripped or the request refused, as the snapshot says. Returns false after denying.
+bool DecideOfferedTools(const Snapshot& s, const Principal& p, const PolicyRequest& r,
+                        Decision& d) {
+  absl::flat_hash_set<absl::string_view> seen;
+  for (const std::string& name : r.offered_tools) {
+    if (!seen.insert(name).second) {
+      Deny(d, "request", "invalid_request",
+           absl::StrCat("the request offers tool '", name, "' twice"));
+      return false;
+    }
+    OfferedToolVerdict verdict{name, false, std::string(kDefaultDeny)};
+    auto it = p.tools.find(name);
+    if (it != p.tools.end()) {
+      if (!it->second.deny_rule.empty()) {
+        verdict.rule_id = it->second.deny_rule;
+      } else {
+        verdict.granted = true;
+        verdict.rule_id = it->second.grants.front().rule_id;
+      }
+    }
+    d.offered_tools.push_back(verdict);
+    if (verdict.granted) continue;
+    if (s.advertised_tools == AdvertisedTools::kReject) {
+      Deny(d, verdict.rule_id, "tool_not_granted",
+           absl::StrCat("the request offers tool '", name, "', which '", p.name,
+                        "' may not use"));
+      return false;
+    }
+    d.stripped_tools.push_back(name);
+  }
+  if (!r.params.Has(Param::kToolChoice) || r.offered_tools.empty()) return true;
+  const auto choice = static_cast<ToolChoice>(static_cast<int>(r.params.Get(Param::kToolChoice)));
+  if (choice == ToolChoice::kNamed) {
+    for (const OfferedToolVerdict& v : d.offered_tools) {
+      if (v.name == r.tool_choice_name && !v.granted) {
+        Deny(d, v.rule_id, "tool_not_granted",
+             absl::StrCat("tool_choice names tool '", v.name, "', which '", p.name,
+                          "' may not use"));
+        return false;
+      }
+    }
+  } else if (choice == ToolChoice::kRequired &&
+             d.stripped_tools.size() == r.offered_tools.size()) {
+    Deny(d, kDefaultDeny, "tool_not_granted",
+         "tool_choice is required and no offered tool is granted");
+    return false;
+  }
   return true;
 }
 
@@ -359,6 +464,7 @@ Decision Decide(const Snapshot& s, const PolicyRequest& r) {
   std::string allow_rule;
   std::string clamp_rule;
   if (!r.model.empty() && !DecideModel(s, *p, r, d, &allow_rule, &clamp_rule)) return d;
+  if (!DecideOfferedTools(s, *p, r, d)) return d;
   for (const ToolCallRequest& call : r.tools) {
     if (!DecideTool(*p, call, d, &allow_rule)) return d;
   }
@@ -373,6 +479,13 @@ Decision Decide(const Snapshot& s, const PolicyRequest& r) {
     d.rule_id = std::move(allow_rule);
   }
   return d;
+}
+
+void CompleteAsServed(PolicyRequest* request, uint32_t default_max_tokens) {
+  request->defaults = ServingDefaults(default_max_tokens);
+  if (!request->offered_tools.empty() && !request->params.Has(Param::kToolChoice)) {
+    request->params.Set(Param::kToolChoice, static_cast<double>(ToolChoice::kAuto));
+  }
 }
 
 void ToProto(const Decision& decision, v1::PolicyDecision* out) {

@@ -6,7 +6,8 @@
 // snapshot's hash. The order in which checks run, and so which rule is reported when
 // several would deny, is specified in docs/policy.md, "Decision order":
 //
-//   principal -> model -> parameters (in Param order) -> tools -> commands
+//   principal -> model -> parameters (in Param order) -> offered tools -> tool calls
+//   -> commands
 //
 // Deny by default: a model, tool or executable that no grant of the principal names is
 // denied with rule "default_deny"; an explicit deny in any of the principal's grants
@@ -38,15 +39,22 @@ Decision Decide(const Snapshot& snapshot, const PolicyRequest& request);
 std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv,
                                 absl::string_view cwd = "");
 
+// Completes `request` as a served request always is: `defaults` becomes
+// ServingDefaults(default_max_tokens) and, when tools are offered without a
+// tool_choice, tool_choice is auto. The router, `gantry policy explain` and the
+// policy's examples all call it, so that the three decide the same request alike.
+void CompleteAsServed(PolicyRequest* request, uint32_t default_max_tokens);
+
 // The wire form (gantry.v1.PolicyDecision), as recorded in the ledger.
 void ToProto(const Decision& decision, v1::PolicyDecision* out);
 
-// The name-level check of a tool a request advertises (arguments are not known yet):
-// "" when some grant of `principal` names `tool` and no deny does, else the rule that
-// refuses it ("default_deny" or "grants[i].deny.tools[k]"). An unknown principal is
-// refused by "default_deny".
-std::string AdvertisedToolRefusal(const Snapshot& snapshot, const std::string& principal,
-                                  const std::string& tool);
+// The tool call `name` with arguments `arguments_json` (the JSON text of a model's
+// call, or of `gantry policy explain --args`) as Decide() reads it: top-level members
+// become `args`; arguments that are not valid JSON, not an object, or repeat a key
+// (anywhere: JSON parsers disagree on which copy wins) make it `malformed`, which
+// Decide() denies with tool_arguments_not_allowed. The router and explain both build
+// calls with this function, so that they decide the same call.
+ToolCallRequest ToolCallFromJson(std::string name, absl::string_view arguments_json);
 
 // Whether some grant of `principal` names `model` and no deny does (parameters aside):
 // what model lists show a principal. False for an unknown principal.

@@ -92,8 +92,20 @@ TEST(DecideTest, NumericBoundRejects) {
   EXPECT_EQ(d.verdict, Verdict::kDeny);
   d = Decide(*snap, WithParam(Req("alice"), Param::kTemperature, "0.7"));
   EXPECT_EQ(d.verdict, Verdict::kAllow);
-  d = Decide(*snap, Req("alice"));  // absent: not checked
-  EXPECT_EQ(d.verdict, Verdict::kAllow);
+  // Absent, and no default known: the bound's max is used.
+  d = Decide(*snap, Req("alice"));
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  ASSERT_EQ(d.clamps.size(), 1u);
+  EXPECT_EQ(d.clamps[0].requested, "unset");
+  EXPECT_EQ(d.clamps[0].applied, "1");
+  // Absent as served: checked as the worker's default (0, greedy), which the bound
+  // refuses: the client must send a temperature.
+  PolicyRequest served = Req("alice");
+  CompleteAsServed(&served, 1024);
+  d = Decide(*snap, served);
+  EXPECT_EQ(d.verdict, Verdict::kDeny);
+  EXPECT_EQ(d.rule_id, "grants[0].models.m1.temperature");
+  EXPECT_NE(d.message.find("unset (default 0)"), std::string::npos) << d.message;
 }
 
 TEST(DecideTest, NumericBoundClampsBothWays) {
@@ -147,15 +159,148 @@ TEST(DecideTest, StopStringsToolChoiceParallelReasoning) {
   Decision d = Decide(*snap, WithParam(Req("alice"), Param::kToolChoice, "required"));
   EXPECT_EQ(d.verdict, Verdict::kDeny);
   EXPECT_EQ(d.rule_id, "grants[0].models.m1.tool_choice");
-  EXPECT_EQ(Decide(*snap, WithParam(Req("alice"), Param::kToolChoice, "none")).verdict,
-            Verdict::kAllow);
-  d = Decide(*snap, WithParam(Req("alice"), Param::kParallelToolCalls, "true"));
+  // Served: parallel_tool_calls omitted is true (the worker's default), clamped to false.
+  auto served = [](PolicyRequest r) {
+    CompleteAsServed(&r, 1024);
+    return r;
+  };
+  d = Decide(*snap, served(WithParam(Req("alice"), Param::kToolChoice, "none")));
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  ASSERT_EQ(d.clamps.size(), 1u);
+  EXPECT_EQ(d.clamps[0].field, "parallel_tool_calls");
+  EXPECT_EQ(d.clamps[0].requested, "unset");
+  EXPECT_EQ(d.clamps[0].applied, "false");
+  EXPECT_EQ(d.effective.Get(Param::kParallelToolCalls), 0);
+  d = Decide(*snap, served(WithParam(Req("alice"), Param::kParallelToolCalls, "true")));
   EXPECT_EQ(d.verdict, Verdict::kClamp);
   EXPECT_EQ(d.clamps[0].applied, "false");
-  d = Decide(*snap, WithParam(Req("alice"), Param::kReasoningEffort, "high"));
+  d = Decide(*snap, served(WithParam(WithParam(Req("alice"), Param::kReasoningEffort, "high"),
+                                     Param::kParallelToolCalls, "false")));
   EXPECT_EQ(d.verdict, Verdict::kClamp);
+  ASSERT_EQ(d.clamps.size(), 1u);
   EXPECT_EQ(d.clamps[0].requested, "high");
   EXPECT_EQ(d.clamps[0].applied, "medium");
+  // Omitted reasoning_effort is decided as medium, inside the bound, and is sent.
+  d = Decide(*snap, served(WithParam(Req("alice"), Param::kParallelToolCalls, "false")));
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+  EXPECT_EQ(d.effective.Get(Param::kReasoningEffort), 2);
+}
+
+TEST(DecideTest, TopKOffIsUnbounded) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    models:\n"
+      "      m1:\n"
+      "        top_k: {max: 40, action: clamp}\n"
+      "  - user: bob\n"
+      "    models:\n"
+      "      m1:\n"
+      "        top_k: {max: 40, action: reject}\n");
+  PolicyRequest r = Req("alice");
+  CompleteAsServed(&r, 1024);  // top_k omitted: 0, "off"
+  Decision d = Decide(*snap, r);
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  EXPECT_EQ(d.effective.Get(Param::kTopK), 40);
+  d = Decide(*snap, WithParam(r, Param::kTopK, "0"));
+  EXPECT_EQ(d.effective.Get(Param::kTopK), 40);
+  r.principal = "bob";
+  EXPECT_EQ(Decide(*snap, r).reason, "parameter_out_of_range");
+  EXPECT_EQ(Decide(*snap, WithParam(r, Param::kTopK, "20")).verdict, Verdict::kAllow);
+}
+
+TEST(DecideTest, EnableThinkingAndTemplateKwargsNeedAGrant) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    models:\n"
+      "      m1:\n"
+      "        enable_thinking: {allowed: false, action: clamp}\n"
+      "  - user: bob\n"
+      "    models:\n"
+      "      m1: {}\n");
+  PolicyRequest r = Req("alice");
+  CompleteAsServed(&r, 1024);
+  Decision d = Decide(*snap, r);  // omitted: true (templates think by default): clamped
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  EXPECT_EQ(d.effective.Get(Param::kEnableThinking), 0);
+  r.principal = "bob";
+  EXPECT_EQ(Decide(*snap, r).verdict, Verdict::kAllow);  // not set, not bounded
+  d = Decide(*snap, WithParam(r, Param::kEnableThinking, "false"));
+  EXPECT_EQ(d.reason, "parameter_not_granted");
+  EXPECT_EQ(d.rule_id, "default_deny");
+  r.template_kwargs = {"custom_flag"};
+  d = Decide(*snap, r);
+  EXPECT_EQ(d.reason, "template_kwarg_not_granted");
+}
+
+TEST(DecideTest, OfferedToolsAreStrippedOrRefused) {
+  const std::string grants =
+      "  - user: alice\n"
+      "    models: {m1: {}}\n"
+      "    tools: {read_file: {}, list_dir: {}}\n"
+      "  - user: alice\n"
+      "    deny: {tools: [list_dir]}\n";
+  auto strip = MustLoad(grants);
+  PolicyRequest r = Req("alice");
+  r.offered_tools = {"read_file", "list_dir", "Read_File", "read_f\xd1\x96le", "write_file"};
+  CompleteAsServed(&r, 1024);
+  Decision d = Decide(*strip, r);
+  EXPECT_EQ(d.verdict, Verdict::kAllow);
+  // Case and a Cyrillic i are other names: never granted.
+  EXPECT_EQ(d.stripped_tools,
+            (std::vector<std::string>{"list_dir", "Read_File", "read_f\xd1\x96le", "write_file"}));
+  ASSERT_EQ(d.offered_tools.size(), 5u);
+  EXPECT_TRUE(d.offered_tools[0].granted);
+  EXPECT_EQ(d.offered_tools[0].rule_id, "grants[0].tools.read_file");
+  EXPECT_EQ(d.offered_tools[1].rule_id, "grants[1].deny.tools[0]");
+  EXPECT_EQ(d.offered_tools[4].rule_id, "default_deny");
+  // A named tool_choice on a stripped tool, or required with none left: refused.
+  PolicyRequest named = WithParam(r, Param::kToolChoice, "named");
+  named.tool_choice_name = "write_file";
+  EXPECT_EQ(Decide(*strip, named).reason, "tool_not_granted");
+  PolicyRequest required = WithParam(Req("alice"), Param::kToolChoice, "required");
+  required.offered_tools = {"write_file"};
+  EXPECT_EQ(Decide(*strip, required).reason, "tool_not_granted");
+  // Offered twice: a malformed request.
+  PolicyRequest twice = Req("alice");
+  twice.offered_tools = {"read_file", "read_file"};
+  EXPECT_EQ(Decide(*strip, twice).reason, "invalid_request");
+  // No tool grants at all: nothing may be offered.
+  auto none = MustLoad("  - {user: alice, models: {m1: {}}}\n");
+  PolicyRequest one = Req("alice");
+  one.offered_tools = {"read_file"};
+  EXPECT_EQ(Decide(*none, one).stripped_tools, std::vector<std::string>{"read_file"});
+}
+
+TEST(DecideTest, ModelToolCallsFromJson) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    tools:\n"
+      "      read_file: {args: {path: {globs: [\"/workspace/**\"]}}}\n"
+      "      now: {}\n");
+  auto decide = [&](const std::string& name, const std::string& json) {
+    PolicyRequest r = Req("alice");
+    r.model.clear();
+    r.tools.push_back(ToolCallFromJson(name, json));
+    return Decide(*snap, r);
+  };
+  EXPECT_EQ(decide("read_file", R"({"path":"/workspace/a.c"})").verdict, Verdict::kAllow);
+  Decision d = decide("read_file", R"({"path":"/etc/shadow"})");
+  EXPECT_EQ(d.reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(d.rule_id, "grants[0].tools.read_file.args.path");
+  EXPECT_EQ(decide("read_file", R"({"path":"/workspace/../etc/shadow"})").reason,
+            "tool_arguments_not_allowed");
+  EXPECT_EQ(decide("read_file", R"({"path":"/workspace//x"})").reason, "tool_arguments_not_allowed");
+  // Given twice (readers disagree on which copy counts), not a string, missing, not an
+  // object, not JSON: each denied, also under a grant of any arguments.
+  EXPECT_EQ(decide("read_file", R"({"path":"/workspace/a","path":"/etc/shadow"})").rule_id, "request");
+  EXPECT_EQ(decide("read_file", R"({"path":["/workspace/a"]})").reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(decide("read_file", R"({"path":null})").reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(decide("read_file", R"({})").reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(decide("now", R"(["x"])").reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(decide("now", R"({"a":1,"a":2})").reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(decide("now", R"({"a":)").reason, "tool_arguments_not_allowed");
+  EXPECT_EQ(decide("now", R"({"a":{"b":1}})").verdict, Verdict::kAllow);
+  EXPECT_EQ(decide("Now", R"({})").reason, "tool_not_granted");
 }
 
 TEST(DecideTest, NanAndOutOfDomainValuesAreInvalid) {

@@ -133,14 +133,19 @@ class PolicyReader {
     GANTRY_RETURN_IF_ERROR(Require(at, f, {"budgets"}));
     if (const YamlValue* advertised = FindField(f, "advertised_tools")) {
       GANTRY_ASSIGN_OR_RETURN(std::string mode, ctx_.String(*advertised));
-      if (mode == "allow") {
-        raw_.advertised_tools = AdvertisedTools::kAllow;
-      } else if (mode == "strip") {
+      if (mode == "strip") {
         raw_.advertised_tools = AdvertisedTools::kStrip;
       } else if (mode == "reject") {
         raw_.advertised_tools = AdvertisedTools::kReject;
+      } else if (mode == "allow") {
+        // Once the default: it passed ungranted tools to the model. Refused by name, so
+        // that an old file does not load with a meaning it no longer has.
+        return ctx_.Fail(*advertised,
+                         "expected strip or reject, got 'allow' (removed: a request may offer "
+                         "only granted tools; 'strip' removes the others, 'reject' refuses "
+                         "the request)");
       } else {
-        return ctx_.Fail(*advertised, absl::StrCat("expected allow, strip or reject, got '", mode, "'"));
+        return ctx_.Fail(*advertised, absl::StrCat("expected strip or reject, got '", mode, "'"));
       }
     }
     return ReadBudgets(*FindField(f, "budgets"), true, nullptr, &raw_.defaults);
@@ -263,7 +268,7 @@ class PolicyReader {
   absl::Status ReadBound(Param param, const YamlValue& at, GrantBound* bound) {
     bound->rule_id = at.path;
     const bool choice = param == Param::kToolChoice;
-    const bool flag = param == Param::kParallelToolCalls;
+    const bool flag = ParamIsFlag(param);
     const char* expected = choice ? "a mapping with allowed/action"
                            : flag ? "a mapping with allowed/action"
                                   : "a mapping with min/max/action";
@@ -348,7 +353,8 @@ class PolicyReader {
                            absl::StrCat("unknown parameter '", param_name,
                                         "'; expected max_tokens, temperature, top_p, top_k, "
                                         "seed, stop_strings, tool_choice, "
-                                        "parallel_tool_calls or reasoning_effort"));
+                                        "parallel_tool_calls, reasoning_effort or "
+                                        "enable_thinking"));
         }
         GrantBound bound;
         GANTRY_RETURN_IF_ERROR(ReadBound(*param, bound_value, &bound));
@@ -546,7 +552,8 @@ class PolicyReader {
   absl::Status ReadRequest(const YamlValue& at, PolicyRequest* r) {
     GANTRY_ASSIGN_OR_RETURN(
         YamlFields f, ctx_.Map(at, "a request mapping with principal (or key), model, ...",
-                               {"principal", "key", "model", "params", "tools", "commands"}));
+                               {"principal", "key", "model", "params", "offered_tools", "tools",
+                                "commands"}));
     const YamlValue* principal = FindField(f, "principal");
     const YamlValue* key = FindField(f, "key");
     if ((principal == nullptr) == (key == nullptr)) {
@@ -572,6 +579,14 @@ class PolicyReader {
         auto parsed = ParseParamValue(*param, text);
         if (!parsed.ok()) return ctx_.Fail(value, std::string(parsed.status().message()));
         r->params.Set(*param, *parsed);
+      }
+    }
+    if (const YamlValue* v = FindField(f, "offered_tools")) {
+      GANTRY_ASSIGN_OR_RETURN(std::vector<YamlValue> items,
+                              ctx_.Seq(*v, "a sequence of offered tool names"));
+      for (const YamlValue& item : items) {
+        GANTRY_ASSIGN_OR_RETURN(std::string name, ctx_.String(item));
+        r->offered_tools.push_back(std::move(name));
       }
     }
     if (const YamlValue* v = FindField(f, "tools")) {
@@ -681,7 +696,10 @@ std::string Describe(const Decision& d) {
 absl::Status RunPolicyExamples(const Snapshot& snapshot) {
   std::vector<std::string> failures;
   for (const Example& ex : snapshot.examples) {
-    Decision d = Decide(snapshot, ex.request);
+    // Decided as the router decides a request for a bundle of the default output cap.
+    PolicyRequest served = ex.request;
+    CompleteAsServed(&served, kDefaultMaxTokens);
+    Decision d = Decide(snapshot, served);
     std::string want;
     bool ok = true;
     switch (ex.expect) {

@@ -307,3 +307,25 @@ TEST(LoaderTest, MissingFile) {
 
 }  // namespace
 }  // namespace gantry::policy
+
+namespace gantry::policy {
+namespace {
+
+// 'allow' once passed ungranted offered tools to the model; it is gone, and a file that
+// still says it does not load (rather than load with another meaning).
+TEST(LoaderTest, AdvertisedToolsAllowNoLongerLoads) {
+  std::string text = TestPolicyHead() + "grants: []\n";
+  const std::string at = "defaults:\n";
+  text.insert(text.find(at) + at.size(), "  advertised_tools: allow\n");
+  auto snap = LoadPolicyText(text, "p.yaml");
+  ASSERT_FALSE(snap.ok());
+  EXPECT_NE(snap.status().message().find(
+                "p.yaml:3:21: defaults.advertised_tools: expected strip or reject, got 'allow' (removed"),
+            std::string::npos)
+      << snap.status();
+  text.replace(text.find("allow"), 5, "strip");
+  EXPECT_TRUE(LoadPolicyText(text, "p.yaml").ok());
+}
+
+}  // namespace
+}  // namespace gantry::policy

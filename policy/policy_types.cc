@@ -13,6 +13,7 @@ constexpr const char* kParamNames[kParamCount] = {
     "max_tokens",   "temperature", "top_p",
     "top_k",        "seed",        "stop_strings",
     "tool_choice",  "parallel_tool_calls", "reasoning_effort",
+    "enable_thinking",
 };
 constexpr const char* kToolChoiceNames[] = {"auto", "none", "required", "named"};
 constexpr const char* kEffortNames[] = {"", "low", "medium", "high"};
@@ -32,12 +33,33 @@ bool ParamIsIntegral(Param param) {
   return param != Param::kTemperature && param != Param::kTopP;
 }
 
+bool ParamIsFlag(Param param) {
+  return param == Param::kParallelToolCalls || param == Param::kEnableThinking;
+}
+
+bool ParamNeedsGrant(Param param) { return param == Param::kEnableThinking; }
+
+ParamValues ServingDefaults(uint32_t default_max_tokens) {
+  ParamValues d;
+  d.Set(Param::kMaxTokens, default_max_tokens);
+  d.Set(Param::kTemperature, 0);  // greedy
+  d.Set(Param::kTopP, 1);         // off
+  d.Set(Param::kTopK, 0);         // off: every token (compared as unbounded)
+  d.Set(Param::kStopStrings, 0);
+  d.Set(Param::kToolChoice, static_cast<double>(ToolChoice::kAuto));
+  d.Set(Param::kParallelToolCalls, 1);
+  d.Set(Param::kReasoningEffort, static_cast<double>(ReasoningEffort::kMedium));
+  d.Set(Param::kEnableThinking, 1);
+  return d;
+}
+
 std::string FormatParamValue(Param param, double value) {
   switch (param) {
     case Param::kToolChoice:
       if (value >= 0 && value <= 3) return kToolChoiceNames[static_cast<int>(value)];
       break;
     case Param::kParallelToolCalls:
+    case Param::kEnableThinking:
       return value != 0 ? "true" : "false";
     case Param::kReasoningEffort:
       if (value >= 1 && value <= 3) return kEffortNames[static_cast<int>(value)];
@@ -62,10 +84,11 @@ absl::StatusOr<double> ParseParamValue(Param param, absl::string_view text) {
           absl::StrCat("tool_choice: expected auto, none, required or named, got '", text,
                        "'"));
     case Param::kParallelToolCalls:
+    case Param::kEnableThinking:
       if (text == "true") return 1.0;
       if (text == "false") return 0.0;
       return absl::InvalidArgumentError(
-          absl::StrCat("parallel_tool_calls: expected true or false, got '", text, "'"));
+          absl::StrCat(ParamName(param), ": expected true or false, got '", text, "'"));
     case Param::kReasoningEffort:
       for (int i = 1; i < 4; ++i) {
         if (text == kEffortNames[i]) return static_cast<double>(i);

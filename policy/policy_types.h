@@ -37,8 +37,9 @@ enum class Param : uint8_t {
   kToolChoice,         // ordinal of ToolChoice
   kParallelToolCalls,  // 0 false, 1 true
   kReasoningEffort,    // ordinal of ReasoningEffort
+  kEnableThinking,     // 0 false, 1 true: chat_template_kwargs.enable_thinking
 };
-constexpr int kParamCount = 9;
+constexpr int kParamCount = 10;
 
 // tool_choice ordinals. A grant bounds tool_choice by a set (bit 1 << ordinal).
 enum class ToolChoice : uint8_t { kAuto = 0, kNone = 1, kRequired = 2, kNamed = 3 };
@@ -51,12 +52,42 @@ const char* ParamName(Param param);
 std::optional<Param> ParamFromName(absl::string_view name);
 // Whether values of `param` must be whole numbers (integers and enumerations).
 bool ParamIsIntegral(Param param);
+// Whether `param` is a true/false flag bounded by {allowed: true|false}.
+bool ParamIsFlag(Param param);
+// Whether a request may set `param` only when a grant bounds it (the template kwarg
+// enable_thinking: a template variable is granted, never passed through by default).
+bool ParamNeedsGrant(Param param);
+
 // Text of a value for messages and clamp records: "4096", "0.7", "medium", "false".
 std::string FormatParamValue(Param param, double value);
 // Parses a parameter value as written in YAML examples and on the command line:
 // numbers for numeric parameters, auto|none|required|named, true|false,
 // low|medium|high. Errors: INVALID_ARGUMENT saying what was expected.
 absl::StatusOr<double> ParseParamValue(Param param, absl::string_view text);
+
+// A request parameter set: value[i] is meaningful when bit i of `present` is set.
+struct ParamValues {
+  std::array<double, kParamCount> value{};
+  uint32_t present = 0;
+
+  bool Has(Param p) const { return present & (1u << static_cast<int>(p)); }
+  double Get(Param p) const { return value[static_cast<int>(p)]; }
+  void Set(Param p, double v) {
+    value[static_cast<int>(p)] = v;
+    present |= 1u << static_cast<int>(p);
+  }
+};
+
+// The values a worker uses for parameters a request omits (what "unset" means on the
+// worker protocol), given the bundle's default output cap. The router passes them as
+// PolicyRequest::defaults so that an omitted parameter is checked as the value that
+// will be used; `gantry policy explain` passes the same. Seed has none (the worker
+// draws one); reasoning_effort "medium" and enable_thinking true are what templates
+// that read them assume when unset, and the router sends them explicitly whenever a
+// grant bounds them.
+ParamValues ServingDefaults(uint32_t default_max_tokens);
+// The output cap of a model whose catalog entry and bundle name none.
+constexpr uint32_t kDefaultMaxTokens = 1024;
 
 enum class BoundAction : uint8_t { kReject, kClamp };
 enum class Priority : uint8_t { kInteractive, kAccessibility, kBatch };
@@ -183,22 +214,19 @@ struct Principal {
   Budgets budgets;
 };
 
-// A request parameter set: value[i] is meaningful when bit i of `present` is set.
-struct ParamValues {
-  std::array<double, kParamCount> value{};
-  uint32_t present = 0;
 
-  bool Has(Param p) const { return present & (1u << static_cast<int>(p)); }
-  double Get(Param p) const { return value[static_cast<int>(p)]; }
-  void Set(Param p, double v) {
-    value[static_cast<int>(p)] = v;
-    present |= 1u << static_cast<int>(p);
-  }
-};
-
+// One tool call: a call the model emitted (the router builds it with ToolCallFromJson,
+// policy_decide.h, from the call's arguments JSON) or one asked about in an example or
+// by `gantry policy explain`.
 struct ToolCallRequest {
   std::string name;
-  std::vector<std::pair<std::string, std::string>> args;  // argument name -> value text
+  // Top-level arguments: name -> value. A string argument's value is its text; any
+  // other JSON value is its compact JSON text and its name is in `non_string_args`.
+  std::vector<std::pair<std::string, std::string>> args;
+  std::vector<std::string> non_string_args;
+  // Non-empty: the arguments are not one JSON object with distinct keys (why); the
+  // call is then denied whatever the grant says.
+  std::string malformed;
 };
 
 // What is asked. Identify the principal by `api_key` (the presented bearer key; it is
@@ -210,6 +238,21 @@ struct PolicyRequest {
   std::string principal;
   std::string model;
   ParamValues params;
+  // The tools the request offers the model (`tools` of chat completions and the
+  // Responses API), by name, in request order; and the tool tool_choice names
+  // (params kToolChoice = named). Checked by name against the grants, then stripped or
+  // refused as Snapshot::advertised_tools says.
+  std::vector<std::string> offered_tools;
+  std::string tool_choice_name;
+  // What the parameters the request omits will be (ServingDefaults). An omitted
+  // parameter that a grant bounds is checked as its default; one without a default
+  // (seed, or any parameter when `defaults` is empty) is set to the bound's max, else
+  // its min, and recorded as a clamp from "unset".
+  ParamValues defaults;
+  // chat_template_kwargs keys that are not a parameter: refused unless granted, and no
+  // grant can grant one (template_kwarg_not_granted).
+  std::vector<std::string> template_kwargs;
+  // Tool calls: each is decided in full (name, then arguments).
   std::vector<ToolCallRequest> tools;
   std::vector<std::vector<std::string>> commands;
   // The working directory of `commands` (absolute; the sandbox passes it). When set, a
@@ -227,19 +270,35 @@ struct ClampRecord {
   std::string applied;    // "4096"
 };
 
+// What the policy said about one offered tool.
+struct OfferedToolVerdict {
+  std::string name;
+  bool granted = false;
+  // granted: the first grant naming the tool ("grants[0].tools.read_file"); else the
+  // rule that refuses it ("default_deny", "grants[3].deny.tools[0]").
+  std::string rule_id;
+};
+
 struct Decision {
   Verdict verdict = Verdict::kDeny;
   std::string rule_id;        // the rule that decided
   std::string policy_sha256;  // the snapshot that decided
   std::string principal;      // resolved name; "" when unknown
   // Stable reason: "" when allowed; model_not_granted, unknown_model,
-  // parameter_out_of_range, tool_not_granted, tool_arguments_not_allowed,
+  // parameter_out_of_range, parameter_not_granted, template_kwarg_not_granted,
+  // tool_not_granted, tool_arguments_not_allowed,
   // command_not_granted, command_arguments_not_allowed, unknown_principal,
   // invalid_request.
   std::string reason;
   std::string message;  // for humans
   std::vector<ClampRecord> clamps;
-  ParamValues effective;  // the request's parameters after clamping
+  // The parameters to use: the request's, or the defaults of the bounded ones it
+  // omitted, after clamping. A caller sends every value present here.
+  ParamValues effective;
+  // Every offered tool, in request order, with its verdict (filled up to the denial
+  // when the decision denies), and the names removed under advertised_tools: strip.
+  std::vector<OfferedToolVerdict> offered_tools;
+  std::vector<std::string> stripped_tools;
   Priority priority = Priority::kInteractive;
   Budgets budgets;
   bool special_tokens_in_content = false;  // the principal's setting
@@ -260,10 +319,10 @@ struct ModelInfo {
   std::vector<std::string> bundles;
 };
 
-// What the router does with the tools a request advertises to the model that the
-// principal is not granted (by name): pass them on (each call is still checked where
-// it runs: harness, sandbox), strip them from the request, or refuse the request.
-enum class AdvertisedTools : uint8_t { kAllow, kStrip, kReject };
+// What the router does with the tools a request offers the model that the principal is
+// not granted (by name): strip them from the request (the default) or refuse the
+// request. There is no mode that passes them on: a principal offers only granted tools.
+enum class AdvertisedTools : uint8_t { kStrip, kReject };
 
 struct Snapshot {
   std::string sha256;  // SHA-256 of the policy file's bytes
@@ -274,7 +333,7 @@ struct Snapshot {
   absl::flat_hash_map<std::string, ModelInfo> models;
   std::vector<std::string> groups;
   Budgets defaults;
-  AdvertisedTools advertised_tools = AdvertisedTools::kAllow;
+  AdvertisedTools advertised_tools = AdvertisedTools::kStrip;
   std::vector<Example> examples;
 };
 

@@ -493,6 +493,17 @@ struct Gateway::Call::State {
   // Monotonic; when the held text began waiting; 0: no timer (nothing held, or only the
   // word a release left, which waits for more text).
   int64_t held_since_us = 0;
+  // Every tool call the model emits is decided under the snapshot that admitted the
+  // request, for the principal it admitted, before it leaves the router. Allowed calls
+  // wait in `held_calls` until the worker's Terminal, so that a later denied call of the
+  // same turn cannot follow calls a client already received; then they go out in order.
+  std::shared_ptr<const policy::Snapshot> snapshot;
+  std::string principal;
+  std::deque<v1::StreamEvent> held_calls;
+  std::deque<v1::StreamEvent> ready;  // decided events NextFromWorker hands out first
+  // Set by the first denied call: nothing more of the worker's output is handed out,
+  // and its Terminal becomes this error (with the worker's usage, which is charged).
+  absl::Status denied;
 };
 
 Gateway::Call::Call() : s_(std::make_unique<State>()) {}
@@ -569,23 +580,87 @@ std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
 
 std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
   State& st = *s_;
+  if (!st.ready.empty()) {
+    v1::StreamEvent event = std::move(st.ready.front());
+    st.ready.pop_front();
+    return event;
+  }
   if (st.done) return std::nullopt;
-  std::optional<v1::StreamEvent> event = st.queue->Next(timeout_ms);
-  if (!event) return event;
-  const int64_t now = st.gateway->options_.clock->UnixMicros();
-  st.evidence->Observe(*event, now);
-  if (event->has_text() || event->has_reasoning() || event->has_tool_call()) {
-    ++st.output_events;
-    if (!st.first_output_seen) {
-      st.first_output_seen = true;
-      st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
+  std::optional<v1::StreamEvent> event;
+  int64_t now = 0;
+  while (true) {
+    event = st.queue->Next(timeout_ms);
+    if (!event) return event;
+    const Output output = st.gateway->DecideOutput(st, &*event);
+    if (output == Output::kDrop) continue;
+    now = st.gateway->options_.clock->UnixMicros();
+    st.evidence->Observe(*event, now);
+    if (event->has_text() || event->has_reasoning() || event->has_tool_call()) {
+      ++st.output_events;
+      if (!st.first_output_seen) {
+        st.first_output_seen = true;
+        st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
+      }
     }
+    if (output == Output::kPass) break;
+    st.held_calls.push_back(std::move(*event));
   }
   if (event->has_terminal()) {
     st.gateway->RecordOutcome(st, event->terminal(), now);
     st.done = true;
+    if (!st.held_calls.empty()) {
+      // The calls the policy allowed go out now, then the Terminal.
+      st.ready.push_back(std::move(*event));
+      event = std::move(st.held_calls.front());
+      st.held_calls.pop_front();
+      for (auto it = st.held_calls.rbegin(); it != st.held_calls.rend(); ++it) {
+        st.ready.push_front(std::move(*it));
+      }
+      st.held_calls.clear();
+    }
   }
   return event;
+}
+
+Gateway::Output Gateway::DecideOutput(Call::State& st, v1::StreamEvent* event) {
+  if (event->has_terminal()) {
+    if (!st.denied.ok()) {
+      // The worker's own end (usually cancelled, by the denial) keeps its usage and
+      // timings; what it reports is the denial.
+      v1::Terminal* t = event->mutable_terminal();
+      t->set_finish_reason(v1::FINISH_ERROR);
+      ToProto(st.denied, t->mutable_status());
+    }
+    return Output::kPass;
+  }
+  if (!st.denied.ok()) return Output::kDrop;  // after a denied call nothing more goes out
+  if (!event->has_tool_call()) return Output::kPass;
+  const v1::ToolCallRef& call = event->tool_call().call();
+  policy::PolicyRequest ask;
+  ask.principal = st.principal;
+  ask.tools.push_back(policy::ToolCallFromJson(call.name(), call.arguments_json()));
+  const policy::Decision decision = policy::Decide(*st.snapshot, ask);
+  const bool allowed = decision.verdict != policy::Verdict::kDeny;
+  // The ledger gets the call's name, index, verdict and rule, never its argument
+  // values (a denied call may name a secret path).
+  Value record = Value::EmptyObject();
+  record.Set("principal", Value::String(st.principal));
+  record.Set("tool", Value::String(call.name()));
+  record.Set("index", Value::Int(event->tool_call().index()));
+  record.Set("verdict", Value::String(policy::VerdictName(decision.verdict)));
+  record.Set("rule_id", Value::String(decision.rule_id));
+  if (!allowed) record.Set("reason", Value::String(decision.reason));
+  record.Set("policy_sha256", Value::String(decision.policy_sha256));
+  RecordEvent(st.request_id, "tool_call.decided", record);
+  if (allowed) return Output::kHold;
+  st.denied = ReasonError(
+      "tool_call_denied",
+      absl::StrCat("the model called tool '", call.name(), "', which the policy denies to '",
+                   st.principal, "': rule ", decision.rule_id, " (", decision.reason, ")"));
+  st.held_calls.clear();
+  // Stop the work; the worker's Terminal ends the request (and is charged).
+  options_.broker->Cancel(st.request_id, "tool_call_denied");
+  return Output::kDrop;
 }
 
 // The outcome goes to the ledger (and the budget is settled) before the client sees
@@ -596,10 +671,14 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
     RecordEvent(request_id, "request.evidence",
                 st.evidence->Finish(terminal, st.bundle_sha, now_us));
   }
-  // What the request used. A Terminal the broker made itself (cancelled, worker_lost,
-  // deadline_exceeded) carries no usage although the worker may have produced output the
-  // client received: then the router's prompt count and at least one token per output
-  // event are charged, so closing the connection never makes a long answer free.
+  // What the request used: Terminal.usage on every path. A request the broker ended
+  // (cancelled, deadline_exceeded) carries its worker's own usage: the broker waits for
+  // the worker's FINAL, so this runs, and the slot is freed, once the worker has stopped.
+  // A worker lost (or one that never answered the CANCEL) leaves the broker's count: the
+  // router's prompt count and the worker's last running count of generated tokens
+  // (docs/router.md, "Budgets and rates"). Only a Terminal without any usage after output
+  // (a worker that reports none) falls back to the router's prompt count and one token
+  // per output event, so an answer is never free.
   uint32_t prompt_used = terminal.usage().prompt_tokens();
   uint32_t completion_used = terminal.usage().completion_tokens();
   if (prompt_used == 0 && completion_used == 0 && st.output_events > 0) {
@@ -638,7 +717,12 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   req.set_request_id(request_id);
   req.set_principal(principal_name);
 
-  // 3. Policy.
+  // The bundle's facts first: an omitted parameter is decided as the value the worker
+  // will use, which depends on the bundle. An unknown model is reported after the
+  // policy (a principal learns nothing about models it may not use).
+  std::optional<ModelFacts> facts = FactsOf(req.model());
+
+  // 3. Policy: parameters as they will be used, the offered tools, template kwargs.
   policy::PolicyRequest ask;
   ask.principal = principal_name;
   ask.model = req.model();
@@ -657,6 +741,20 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     double effort = req.reasoning_effort() == "low" ? 1 : req.reasoning_effort() == "medium" ? 2 : 3;
     SetParam(&ask.params, P::kReasoningEffort, effort);
   }
+  for (const auto& [key, value_json] : req.template_kwargs_json()) {
+    if (key != "enable_thinking") {
+      ask.template_kwargs.push_back(key);
+      continue;
+    }
+    if (value_json != "true" && value_json != "false") {
+      return ReasonError("invalid_request", "chat_template_kwargs.enable_thinking must be true or false");
+    }
+    SetParam(&ask.params, P::kEnableThinking, value_json == "true" ? 1 : 0);
+  }
+  std::sort(ask.template_kwargs.begin(), ask.template_kwargs.end());  // a map's order is not fixed
+  for (const v1::ToolDefinition& tool : req.tools()) ask.offered_tools.push_back(tool.name());
+  ask.tool_choice_name = req.tool_choice_name();
+  policy::CompleteAsServed(&ask, facts ? facts->default_max_tokens : policy::kDefaultMaxTokens);
   policy::Decision decision = policy::Decide(*snapshot, ask);
   http::HeaderList policy_headers = {{"x-gantry-policy-sha256", decision.policy_sha256},
                                      {"x-gantry-policy-rule", decision.rule_id},
@@ -668,6 +766,17 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   admission.Set("verdict", Value::String(policy::VerdictName(decision.verdict)));
   admission.Set("rule_id", Value::String(decision.rule_id));
   admission.Set("policy_sha256", Value::String(decision.policy_sha256));
+  if (!decision.offered_tools.empty()) {
+    Value offered = Value::EmptyArray();
+    for (const policy::OfferedToolVerdict& t : decision.offered_tools) {
+      Value v = Value::EmptyObject();
+      v.Set("name", Value::String(t.name));
+      v.Set("verdict", Value::String(t.granted ? "allow" : "deny"));
+      v.Set("rule_id", Value::String(t.rule_id));
+      offered.Append(std::move(v));
+    }
+    admission.Set("offered_tools", std::move(offered));
+  }
   *headers = policy_headers;
   auto reject = [&](const absl::Status& status) {
     admission.Set("admitted", Value::Bool(false));
@@ -679,30 +788,41 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     if (decision.reason == "unknown_principal") {
       return reject(ReasonError("unauthenticated", decision.message));
     }
+    if (decision.reason == "invalid_request") {  // a malformed request, not a refusal
+      return reject(ReasonError("invalid_request", decision.message));
+    }
     return reject(ReasonError("policy_denied", absl::StrCat("denied by rule ", decision.rule_id,
                                                             " (", decision.reason, "): ",
                                                             decision.message)));
   }
+  // The decided values go to the worker explicitly, so that no omitted field can mean
+  // something the policy did not see. Sampling and parallel_tool_calls are always sent;
+  // reasoning_effort and enable_thinking when a grant bounds them (unset, a template
+  // keeps its own default, which the policy did not constrain).
+  const policy::ParamValues& e = decision.effective;
+  auto value_of = [&](P p) { return e.Has(p) ? e.Get(p) : ask.defaults.Get(p); };  // always has one
   absl::optional<uint32_t> policy_max_tokens;
-  if (decision.verdict == policy::Verdict::kClamp) {
-    const policy::ParamValues& e = decision.effective;
-    if (e.Has(P::kMaxTokens)) {
-      if (input.has_max_tokens) {
-        req.set_max_tokens(static_cast<uint32_t>(e.Get(P::kMaxTokens)));
-      } else {
-        // No max_tokens asked: the policy's bound caps the default reserve below,
-        // it does not become the reserve itself.
-        policy_max_tokens = static_cast<uint32_t>(e.Get(P::kMaxTokens));
-      }
-    }
-    if (e.Has(P::kTemperature)) req.mutable_sampling()->set_temperature(static_cast<float>(e.Get(P::kTemperature)));
-    if (e.Has(P::kTopP)) req.mutable_sampling()->set_top_p(static_cast<float>(e.Get(P::kTopP)));
-    if (e.Has(P::kTopK)) req.mutable_sampling()->set_top_k(static_cast<uint32_t>(e.Get(P::kTopK)));
-    if (e.Has(P::kReasoningEffort)) {
-      int effort = static_cast<int>(e.Get(P::kReasoningEffort));
-      req.set_reasoning_effort(effort <= 1 ? "low" : effort == 2 ? "medium" : "high");
-    }
-    if (e.Has(P::kParallelToolCalls)) req.set_parallel_tool_calls(e.Get(P::kParallelToolCalls) != 0);
+  if (input.has_max_tokens) {
+    req.set_max_tokens(static_cast<uint32_t>(e.Get(P::kMaxTokens)));
+  } else if (e.Has(P::kMaxTokens)) {
+    // No max_tokens asked: the decided value caps the default reserve below (which
+    // the room left in the context may lower further).
+    policy_max_tokens = static_cast<uint32_t>(e.Get(P::kMaxTokens));
+  }
+  req.mutable_sampling()->set_temperature(static_cast<float>(value_of(P::kTemperature)));
+  req.mutable_sampling()->set_top_p(static_cast<float>(value_of(P::kTopP)));
+  req.mutable_sampling()->set_top_k(static_cast<uint32_t>(value_of(P::kTopK)));
+  if (e.Has(P::kSeed)) req.mutable_sampling()->set_seed(static_cast<uint64_t>(e.Get(P::kSeed)));
+  req.set_parallel_tool_calls(value_of(P::kParallelToolCalls) != 0);
+  if (e.Has(P::kReasoningEffort)) {
+    int effort = static_cast<int>(e.Get(P::kReasoningEffort));
+    req.set_reasoning_effort(effort <= 1 ? "low" : effort == 2 ? "medium" : "high");
+  }
+  if (e.Has(P::kEnableThinking)) {
+    (*req.mutable_template_kwargs_json())["enable_thinking"] =
+        e.Get(P::kEnableThinking) != 0 ? "true" : "false";
+  }
+  if (!decision.clamps.empty()) {
     Value clamps = Value::EmptyArray();
     for (const auto& c : decision.clamps) {
       Value v = Value::EmptyObject();
@@ -726,44 +846,29 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   // Never the client's say (a gRPC client sends an InferenceRequest of its own).
   req.set_special_tokens_in_content(decision.special_tokens_in_content);
 
-  // 3b. Tools the request advertises that the principal is not granted: passed on,
-  // stripped, or refused, as the policy says (defaults.advertised_tools).
-  if (snapshot->advertised_tools != policy::AdvertisedTools::kAllow && req.tools_size() > 0) {
-    std::vector<std::string> stripped;
+  // 3b. Offered tools the principal is not granted are removed (advertised_tools:
+  // strip; under reject the decision has refused the request already).
+  if (!decision.stripped_tools.empty()) {
     auto* tools = req.mutable_tools();
     for (int i = 0; i < tools->size();) {
       const std::string& name = tools->Get(i).name();
-      std::string rule = policy::AdvertisedToolRefusal(*snapshot, principal_name, name);
-      if (rule.empty()) {
+      if (std::find(decision.stripped_tools.begin(), decision.stripped_tools.end(), name) !=
+          decision.stripped_tools.end()) {
+        tools->erase(tools->begin() + i);
+      } else {
         ++i;
-        continue;
       }
-      if (snapshot->advertised_tools == policy::AdvertisedTools::kReject ||
-          (req.tool_choice() == v1::TOOL_CHOICE_NAMED && req.tool_choice_name() == name)) {
-        return reject(ReasonError(
-            "policy_denied", absl::StrCat("denied by rule ", rule, " (tool_not_granted): the request "
-                                          "offers tool '", name, "', which '", principal_name,
-                                          "' may not use")));
-      }
-      stripped.push_back(name);
-      tools->erase(tools->begin() + i);
     }
-    if (!stripped.empty()) {
-      if (req.tools_size() == 0 && req.tool_choice() == v1::TOOL_CHOICE_REQUIRED) {
-        return reject(ReasonError("policy_denied",
-                                  "tool_choice is required and every offered tool was stripped "
-                                  "(tool_not_granted)"));
-      }
-      Value names = Value::EmptyArray();
-      for (const auto& n : stripped) names.Append(Value::String(n));
-      admission.Set("stripped_tools", std::move(names));
-      policy_headers.emplace_back("x-gantry-tools-stripped", absl::StrJoin(stripped, ","));
-      *headers = policy_headers;
-    }
+    if (req.tools_size() == 0) req.set_tool_choice(v1::TOOL_CHOICE_NONE);
+    Value names = Value::EmptyArray();
+    for (const auto& n : decision.stripped_tools) names.Append(Value::String(n));
+    admission.Set("stripped_tools", std::move(names));
+    policy_headers.emplace_back("x-gantry-tools-stripped",
+                                absl::StrJoin(decision.stripped_tools, ","));
+    *headers = policy_headers;
   }
 
   // 4. Model and bundle facts.
-  std::optional<ModelFacts> facts = FactsOf(req.model());
   if (!facts) {
     return reject(ReasonError("model_not_found", absl::StrCat("no model '", req.model(), "'")));
   }
@@ -823,6 +928,8 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   st.evidence.emplace(req, *rendered, input.api, input.user_agent, input.received_us);
   // 8. Admission and dispatch.
   st.gateway = this;
+  st.snapshot = snapshot;
+  st.principal = principal_name;
   st.request_id = request_id;
   st.model = req.model();
   st.received_us = input.received_us;

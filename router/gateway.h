@@ -93,7 +93,7 @@ struct ModelEntry {
   std::shared_ptr<const PromptCounter> counter;
   uint32_t context_length = 0;
   std::string tool_protocol;  // "" when the bundle declares none
-  uint32_t default_max_tokens = 1024;
+  uint32_t default_max_tokens = policy::kDefaultMaxTokens;
 };
 
 // --models FILE: {"models": [{"name", "tokenizer_dir", "context_length",
@@ -124,7 +124,10 @@ struct GatewayOptions {
   // The policy in force; called once per request (PolicyReloader::Current()).
   std::function<std::shared_ptr<const policy::Snapshot>()> policy;
   std::map<std::string, ModelEntry> models;
-  broker::Broker* broker = nullptr;  // not owned; outlives the Gateway
+  // Not owned; outlives the Gateway, and is stopped (Broker::Stop) before the Gateway
+  // goes: a cancelled request's Terminal (which finishes its Call) may still be on its
+  // way from the worker when the transports have stopped.
+  broker::Broker* broker = nullptr;
   EventRecorder* recorder = nullptr;  // optional; not owned
   // Budgets and rates per principal (router/budget). gantry-router (router_main.cc)
   // always passes one, so a production router always enforces the policy's budgets;
@@ -260,6 +263,12 @@ class Gateway {
   void RecordEvent(const std::string& stream_id, const std::string& type,
                    const json::Value& payload);
   void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
+  // Decides one worker event before the client may see it: a tool call by the policy
+  // (held until the Terminal when allowed; dropped, and the request cancelled on its
+  // worker, when denied), any output after a denied call dropped, and the Terminal
+  // after one turned into the denial (tool_call_denied), keeping the worker's usage.
+  enum class Output { kPass, kHold, kDrop };
+  Output DecideOutput(Call::State& call, v1::StreamEvent* event);
 
   void Unregister(const std::string& request_id);
 

@@ -59,6 +59,7 @@ grants:
         temperature: {max: 1.0, action: reject}
       plain-model:
         max_tokens: {max: 1000, action: clamp}
+    tools: {read_file: {}, f: {}}
   - user: outsider
     models:
       other-model:
@@ -142,6 +143,7 @@ class GatewayTest : public ::testing::Test {
     server_.reset();  // closes connections: in-flight requests are cancelled
     worker_.reset();
     plain_worker_.reset();
+    broker_->Stop();  // ends what the workers did not answer, while the gateway records it
     gateway_.reset();
     broker_.reset();
   }

@@ -55,7 +55,8 @@ models:
   absl::StrAppend(&yaml, "  service_accounts:\n    - {name: nightly, key_sha256: ",
                   Sha256Hex("k-nightly"), ", priority: batch}\ngrants:\n");
   for (const char* who : {"user: dev", "user: ada", "service_account: nightly"}) {
-    absl::StrAppend(&yaml, "  - ", who, "\n    models:\n", granted);
+    absl::StrAppend(&yaml, "  - ", who, "\n    models:\n", granted,
+                    "    tools: {read_file: {}, list_dir: {}}\n");
   }
   return yaml;
 }
@@ -102,6 +103,9 @@ std::unique_ptr<gantry::testing::FakeWorkerForTest> InProcessRouterForTest::Star
 
 InProcessRouterForTest::~InProcessRouterForTest() {
   server_.reset();
+  // Ends what is still in flight (a cancel's Terminal may still be on its way from the
+  // worker) while the gateway is there to record it.
+  broker_->Stop();
   gateway_.reset();
   broker_.reset();
 }

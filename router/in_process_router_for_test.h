@@ -26,7 +26,8 @@ namespace gantry::router {
 // (context 4096), for tests whose subject is not the count.
 ModelEntry TinyModelEntryForTest(const std::string& name);
 
-// A policy of four principals, all granted `models` (max_tokens clamped to 100) except
+// A policy of four principals, all granted `models` (max_tokens clamped to 100) and
+// the tools read_file and list_dir (any arguments) except
 // outsider, with roomy budgets: dev (key "k-dev", interactive), ada ("k-ada",
 // accessibility), nightly ("k-nightly", batch), outsider ("k-out", interactive, no
 // grant: policy_denied).
@@ -44,7 +45,8 @@ class InProcessRouterForTest {
   static absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> Start(
       const std::string& policy_yaml, std::map<std::string, ModelEntry> models,
       http::HttpServerOptions http_options = {});
-  // Stops the HTTP server first (requests in flight are cancelled), then the rest.
+  // Stops the HTTP server first (requests in flight are cancelled), then the broker (what
+  // its workers have not answered ends with the usage the router knows), then the rest.
   ~InProcessRouterForTest();
 
   int port() const { return server_->port(); }
