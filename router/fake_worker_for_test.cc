@@ -1,6 +1,7 @@
 #include "router/fake_worker_for_test.h"
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <zmq.hpp>
 
@@ -29,6 +30,10 @@ struct Active {
   uint32_t completion_tokens = 0;
   int64_t resume_at_ms = 0;
   bool hanging = false;
+  // A CANCEL came: the FINAL (cancelled) goes at `final_at_ms`; nothing else is played.
+  bool cancelled = false;
+  int64_t final_at_ms = 0;
+  std::string cancel_reason;
 };
 
 }  // namespace
@@ -166,10 +171,13 @@ void FakeWorkerForTest::Run() {
             cancels_.push_back(cancel->request_id());
           }
           auto it = active.find(cancel->request_id());
-          if (it != active.end()) {
-            final_event(it->second, v1::FINISH_CANCELLED,
-                        ReasonError("cancelled", cancel->reason()));
-            active.erase(it);
+          if (it != active.end() && !it->second.cancelled) {
+            Active& a = it->second;
+            a.cancelled = true;
+            a.cancel_reason = cancel->reason();
+            a.final_at_ms = options_.cancel_delay_ms < 0
+                                ? std::numeric_limits<int64_t>::max()
+                                : NowMs() + options_.cancel_delay_ms;
           }
         } else if (std::holds_alternative<v1::Heartbeat>(*message)) {
           std::lock_guard<std::mutex> lock(mu_);
@@ -189,6 +197,16 @@ void FakeWorkerForTest::Run() {
     bool died = false;
     for (auto it = active.begin(); it != active.end() && !died;) {
       Active& a = it->second;
+      if (a.cancelled) {
+        if (NowMs() < a.final_at_ms || stall_) {
+          ++it;
+          continue;
+        }
+        ++cancel_finals_sent_;
+        final_event(a, v1::FINISH_CANCELLED, ReasonError("cancelled", a.cancel_reason));
+        it = active.erase(it);
+        continue;
+      }
       bool finished = false;
       while (!a.hanging && a.resume_at_ms <= NowMs() && a.step < script.size() && !stall_) {
         const FakeStep& step = script[a.step++];
@@ -219,7 +237,8 @@ void FakeWorkerForTest::Run() {
         v1::StreamEvent* e = p.add_events();
         e->set_request_id(a.id);
         e->set_seq(a.seq++);
-        ++a.completion_tokens;
+        a.completion_tokens += step.tokens;
+        if (options_.report_running_count) p.set_completion_tokens(a.completion_tokens);
         if (step.kind == FakeStep::kText) e->mutable_text()->set_text(step.text);
         if (step.kind == FakeStep::kReasoning) e->mutable_reasoning()->set_text(step.text);
         if (step.kind == FakeStep::kToolCall) {

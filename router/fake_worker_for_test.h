@@ -4,7 +4,10 @@
 // interval with free_slots and active_request_ids, and for each REQUEST it plays a
 // script of text / reasoning / tool-call events and a FINAL. Faults are scripted too:
 // die mid-stream (close the socket without a word, as a crashed process would), stall
-// heartbeats (go silent), hang until cancelled.
+// heartbeats (go silent), hang until cancelled. Usage as a worker reports it: each step
+// counts its tokens (one by default; a tool call is many), every PARTIAL carries the
+// running count, every FINAL (a cancelled one too) the prompt and the tokens so far; a
+// CANCEL may be answered late, or never.
 //
 // Thread-safety: all public methods are thread-safe; the worker runs its own thread.
 #ifndef GANTRY_ROUTER_FAKE_WORKER_FOR_TEST_H_
@@ -30,6 +33,7 @@ struct FakeStep {
   std::string arguments;  // kToolCall
   int sleep_ms = 0;       // kSleepMs
   v1::FinishReason finish = v1::FINISH_STOP;  // kFinish
+  uint32_t tokens = 1;    // kText / kReasoning / kToolCall: the tokens it counts as
 
   static FakeStep Text(std::string t) { return {kText, std::move(t)}; }
   static FakeStep Reasoning(std::string t) { return {kReasoning, std::move(t)}; }
@@ -42,6 +46,8 @@ struct FakeStep {
   static FakeStep Hang() { FakeStep s; s.kind = kHangUntilCancel; return s; }
   // Waits here until OpenGate() (then every request waiting here goes on).
   static FakeStep Gate() { FakeStep s; s.kind = kGate; return s; }
+  // This step counted as `n` generated tokens.
+  FakeStep Costing(uint32_t n) const { FakeStep s = *this; s.tokens = n; return s; }
 };
 
 struct FakeWorkerOptions {
@@ -55,6 +61,12 @@ struct FakeWorkerOptions {
   // Played for every REQUEST. Default: "Hello" ", world" then FINISH_STOP.
   std::vector<FakeStep> script;
   uint32_t prompt_tokens = 10;  // reported in Terminal.usage
+  // How long the FINAL answering a CANCEL waits (the request stays active and listed in
+  // HEARTBEATs meanwhile, as a worker finishing its decode step or prefill chunk);
+  // negative: the CANCEL is never answered.
+  int cancel_delay_ms = 0;
+  // PARTIALs carry Partial.completion_tokens, the running count of tokens generated.
+  bool report_running_count = true;
   // CURVE client keys (Z85) when the router runs CURVE; empty: plain.
   std::string curve_public_z85, curve_secret_z85, curve_server_public_z85;
 };
@@ -79,6 +91,9 @@ class FakeWorkerForTest {
   // Counters and what the router sent.
   int requests_received() const;
   std::vector<std::string> cancels_received() const;
+  // FINALs sent in answer to a CANCEL (counted before the send: while it reads 0, none
+  // has left).
+  int cancel_finals_sent() const { return cancel_finals_sent_.load(); }
   int router_heartbeats_received() const;
   int disconnects_received() const;
   std::vector<v1::InferenceRequest> requests() const;
@@ -96,6 +111,7 @@ class FakeWorkerForTest {
   std::atomic<bool> dead_{false};
   std::atomic<bool> gate_open_{false};
   std::atomic<int> active_count_{0};
+  std::atomic<int> cancel_finals_sent_{0};
   mutable std::mutex mu_;
   std::vector<FakeStep> script_;
   int requests_received_ = 0;

@@ -2,11 +2,13 @@
 // (docs/router.md); all logic lives in //router:gateway, :broker and :http.
 #include <sys/resource.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/log.h"
@@ -125,5 +127,13 @@ int main(int argc, char** argv) {
   Log(LogLevel::kInfo, "router.stopping");
   grpc.reset();       // cancels its streams in flight
   (*server)->Stop();  // cancels requests in flight
+  // Their workers' FINALs (what each request is charged) come within a decode step or a
+  // prefill chunk; the broker treats a worker that does not answer as lost after
+  // cancel_ack_timeout_ms. Wait for them, then end what is left while the gateway is
+  // still there to record it.
+  for (int waited_ms = 0; (*broker)->stats().in_flight > 0 && waited_ms < 5000; waited_ms += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  (*broker)->Stop();
   return 0;
 }

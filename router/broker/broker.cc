@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -48,6 +49,27 @@ std::string Printable(const std::string& identity) {
   return out;
 }
 
+// What a Terminal says the request used and where it ran: usage, timings, bundle.
+v1::Terminal AccountingOf(const v1::Terminal& terminal) {
+  v1::Terminal out;
+  *out.mutable_usage() = terminal.usage();
+  *out.mutable_timings() = terminal.timings();
+  *out.mutable_bundle() = terminal.bundle();
+  return out;
+}
+
+// What the router knows a dispatched request used when its worker's FINAL never came:
+// the router's prompt count (the worker may have evaluated it; the router cannot tell a
+// prefill in progress from one not begun, so it charges it) and the worker's last running
+// count of generated tokens, at least one per output event received.
+v1::Terminal KnownAccounting(const v1::InferenceRequest& request, uint32_t completion_tokens,
+                             uint32_t output_events) {
+  v1::Terminal out;
+  out.mutable_usage()->set_prompt_tokens(request.router_prompt_tokens());
+  out.mutable_usage()->set_completion_tokens(std::max(completion_tokens, output_events));
+  return out;
+}
+
 }  // namespace
 
 class Broker::Impl {
@@ -74,12 +96,22 @@ class Broker::Impl {
     v1::InferenceRequest request;
     std::shared_ptr<StreamSink> sink;
   };
+  // Why the broker ended a dispatched request (Cancel, deadline, seq gap).
+  struct Ending {
+    v1::FinishReason finish = v1::FINISH_ERROR;
+    absl::Status status;
+    int64_t since_us = 0;  // monotonic: when it was decided
+  };
   struct InFlight {
     Pending pending;
     uint64_t next_seq = 0;         // the seq expected from the worker
     uint64_t relayed = 0;          // events passed to the sink
-    bool cancelled = false;        // the sink already has its Terminal
+    // Set once the broker ended the request: nothing more is relayed, and the sink gets
+    // its Terminal when the worker's FINAL comes or the worker is lost for it.
+    std::optional<Ending> ending;
     int missing_heartbeats = 0;
+    uint32_t completion_tokens = 0;  // the worker's running count (Partial)
+    uint32_t output_events = 0;      // text, reasoning and tool-call events received
   };
   struct Worker {
     std::string identity;
@@ -109,9 +141,23 @@ class Broker::Impl {
   // The credit of the model's LIVE workers together.
   size_t FreeSlots(const std::string& model) const;
   void Deliver(InFlight& flight, v1::StreamEvent event);
+  // Gives `sink` a Terminal the broker made: `finish` and `status`, on top of `accounting`
+  // (usage, timings, bundle: what the request is charged; empty when it never ran).
   void Terminate(const std::string& request_id, uint64_t seq,
                  const std::shared_ptr<StreamSink>& sink, v1::FinishReason finish,
-                 const absl::Status& status);
+                 const absl::Status& status, v1::Terminal accounting = v1::Terminal());
+  // The broker ends `flight` (see broker.h): nothing more is relayed and its Terminal
+  // waits for the worker's FINAL. Sending the CANCEL is the caller's.
+  void BeginEnding(InFlight& flight, v1::FinishReason finish, absl::Status status);
+  // The Terminal of a flight the broker ended: its ending, with the usage, timings and
+  // bundle of the worker's own `worker_terminal`, or (null) the usage the router knows.
+  void FinishEnding(const std::string& request_id, InFlight& flight,
+                    const v1::Terminal* worker_terminal);
+  // The worker is gone for `flight`: its ending, or `lost`, with the usage the router
+  // knows. The caller forgets the flight.
+  void FailLost(const std::string& request_id, InFlight& flight, const absl::Status& lost);
+  // Ends flights whose CANCEL went unanswered for cancel_ack_timeout_ms.
+  void ExpireUnansweredCancels(int64_t now_us);
   // Receives and handles what has arrived on the socket, at most `max` messages.
   // Returns whether more may be waiting.
   bool DrainLocked(int max);
@@ -430,11 +476,9 @@ void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
   }
   for (const auto& id : lost) {
     auto it = worker.in_flight.find(id);
-    if (!it->second.cancelled) {
-      Terminate(id, it->second.next_seq, it->second.pending.sink, v1::FINISH_ERROR,
-                WithRetryAfter(ReasonError("worker_lost", "the worker no longer reports this request"),
-                               options_.retry_after_ms));
-    }
+    FailLost(id, it->second,
+             WithRetryAfter(ReasonError("worker_lost", "the worker no longer reports this request"),
+                            options_.retry_after_ms));
     owner_.erase(id);
     known_ids_.erase(id);
     worker.in_flight.erase(it);
@@ -445,7 +489,7 @@ void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
 
 void Broker::Impl::Deliver(InFlight& flight, v1::StreamEvent event) {
   ++flight.next_seq;
-  if (flight.cancelled) return;
+  if (flight.ending) return;
   event.set_seq(flight.relayed++);
   flight.pending.sink->OnEvent(event);
   if (touched_.empty() || touched_.back() != flight.pending.sink) {
@@ -460,16 +504,17 @@ void Broker::Impl::OnPartial(Worker& worker, const v1::Partial& partial) {
     return;
   }
   InFlight& flight = it->second;
+  flight.completion_tokens = std::max(flight.completion_tokens, partial.completion_tokens());
   for (const auto& event : partial.events()) {
+    if (event.has_text() || event.has_reasoning() || event.has_tool_call()) ++flight.output_events;
+    if (flight.ending) continue;  // ended by the broker: counted, not relayed
     if (event.seq() != flight.next_seq) {
-      // A lost frame: the stream cannot be trusted any more.
-      if (!flight.cancelled) {
-        Terminate(partial.request_id(), flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
+      // A lost frame: the stream cannot be trusted any more. The Terminal waits for the
+      // worker's FINAL, which says what the request used.
+      BeginEnding(flight, v1::FINISH_ERROR,
                   ReasonError("protocol_error",
                               absl::StrCat("seq gap from the worker: expected ", flight.next_seq,
                                            ", got ", event.seq())));
-        flight.cancelled = true;
-      }
       v1::Cancel cancel;
       cancel.set_request_id(partial.request_id());
       cancel.set_reason("protocol_error");
@@ -499,7 +544,7 @@ void Broker::Impl::OnFinal(Worker& worker, const v1::Final& final_message) {
   owner_.erase(id);
   const v1::Terminal& terminal = final_message.terminal().terminal();
   // Refused for lack of a slot before anything reached the client: queue it again.
-  if (!flight.cancelled && flight.relayed == 0 && terminal.finish_reason() == v1::FINISH_ERROR &&
+  if (!flight.ending && flight.relayed == 0 && terminal.finish_reason() == v1::FINISH_ERROR &&
       terminal.status().reason() == "queue_full") {
     worker.credit = 0;  // it told us it is full
     auto& queue = queues_[flight.pending.request.model()]
@@ -508,24 +553,88 @@ void Broker::Impl::OnFinal(Worker& worker, const v1::Final& final_message) {
     return;
   }
   known_ids_.erase(id);
-  if (flight.cancelled) return;
+  if (flight.ending) {
+    // The answer to our CANCEL (or a FINAL that crossed it): the end the broker decided,
+    // with what the worker says it did.
+    FinishEnding(id, flight, &terminal);
+    return;
+  }
   v1::StreamEvent event = final_message.terminal();
   if (event.seq() != flight.next_seq) {
     Terminate(id, flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
               ReasonError("protocol_error", absl::StrCat("seq gap before FINAL: expected ",
-                                                         flight.next_seq, ", got ", event.seq())));
+                                                         flight.next_seq, ", got ", event.seq())),
+              AccountingOf(terminal));
     return;
   }
   Deliver(flight, std::move(event));
 }
 
+
+void Broker::Impl::BeginEnding(InFlight& flight, v1::FinishReason finish, absl::Status status) {
+  Ending ending;
+  ending.finish = finish;
+  ending.status = std::move(status);
+  ending.since_us = options_.clock->MonotonicMicros();
+  flight.ending = std::move(ending);
+}
+
+void Broker::Impl::FinishEnding(const std::string& request_id, InFlight& flight,
+                                const v1::Terminal* worker_terminal) {
+  const Ending& ending = *flight.ending;
+  Terminate(request_id, flight.relayed, flight.pending.sink, ending.finish, ending.status,
+            worker_terminal != nullptr
+                ? AccountingOf(*worker_terminal)
+                : KnownAccounting(flight.pending.request, flight.completion_tokens,
+                                  flight.output_events));
+}
+
+void Broker::Impl::FailLost(const std::string& request_id, InFlight& flight,
+                            const absl::Status& lost) {
+  if (flight.ending) {
+    FinishEnding(request_id, flight, nullptr);
+    return;
+  }
+  Terminate(request_id, flight.relayed, flight.pending.sink, v1::FINISH_ERROR, lost,
+            KnownAccounting(flight.pending.request, flight.completion_tokens,
+                            flight.output_events));
+}
+
+void Broker::Impl::ExpireUnansweredCancels(int64_t now_us) {
+  const int64_t timeout_us =
+      int64_t{options_.cancel_ack_timeout_ms > 0
+                  ? options_.cancel_ack_timeout_ms
+                  : options_.heartbeat_interval_ms * options_.liveness} * 1000;
+  for (auto& [identity, worker] : workers_) {
+    for (auto it = worker.in_flight.begin(); it != worker.in_flight.end();) {
+      InFlight& flight = it->second;
+      if (!flight.ending || now_us - flight.ending->since_us < timeout_us) {
+        ++it;
+        continue;
+      }
+      // The worker may still be at it: its credit stays taken until a HEARTBEAT says
+      // otherwise, and a HEARTBEAT listing the id gets another CANCEL.
+      ++stats_.cancels_unanswered;
+      Log(LogLevel::kWarning, "broker.cancel_unanswered",
+          {{"worker_id", worker.worker_id}, {"identity", Printable(identity)},
+           {"request_id", it->first},
+           {"waited_ms", absl::StrCat((now_us - flight.ending->since_us) / 1000)}});
+      FinishEnding(it->first, flight, nullptr);
+      owner_.erase(it->first);
+      known_ids_.erase(it->first);
+      it = worker.in_flight.erase(it);
+    }
+  }
+}
+
 void Broker::Impl::Terminate(const std::string& request_id, uint64_t seq,
                              const std::shared_ptr<StreamSink>& sink, v1::FinishReason finish,
-                             const absl::Status& status) {
+                             const absl::Status& status, v1::Terminal accounting) {
   v1::StreamEvent event;
   event.set_request_id(request_id);
   event.set_seq(seq);
   v1::Terminal* terminal = event.mutable_terminal();
+  *terminal = std::move(accounting);
   terminal->set_finish_reason(finish);
   ToProto(status, terminal->mutable_status());
   if (RetryAfterMs(status) > 0) terminal->mutable_status()->set_retry_after_ms(RetryAfterMs(status));
@@ -547,12 +656,11 @@ void Broker::Impl::Expire(std::string identity, absl::string_view why) {
   for (auto& [id, flight] : worker.in_flight) {
     owner_.erase(id);
     known_ids_.erase(id);
-    if (flight.cancelled) continue;
-    Terminate(id, flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
-              WithRetryAfter(ReasonError("worker_lost",
-                                         absl::StrCat("the worker serving this request was lost: ",
-                                                      why)),
-                             options_.retry_after_ms));
+    FailLost(id, flight,
+             WithRetryAfter(ReasonError("worker_lost",
+                                        absl::StrCat("the worker serving this request was lost: ",
+                                                     why)),
+                            options_.retry_after_ms));
   }
   FailQueuedIfNoWorker(worker.bundle.model());
 }
@@ -631,14 +739,14 @@ void Broker::Impl::Tick() {
   for (auto& [identity, worker] : workers_) {
     for (auto& [id, flight] : worker.in_flight) {
       uint64_t deadline = flight.pending.request.deadline_unix_ms();
-      if (!flight.cancelled && deadline != 0 && now_unix_ms >= deadline) {
-        Terminate(id, flight.relayed, flight.pending.sink, v1::FINISH_ERROR,
-                  ReasonError("deadline_exceeded", "the request's deadline passed"));
-        flight.cancelled = true;
+      if (!flight.ending && deadline != 0 && now_unix_ms >= deadline) {
+        BeginEnding(flight, v1::FINISH_ERROR,
+                    ReasonError("deadline_exceeded", "the request's deadline passed"));
         expired.emplace_back(identity, id);
       }
     }
   }
+  ExpireUnansweredCancels(now);
   for (const auto& [identity, id] : expired) {
     if (!workers_.count(identity)) continue;
     v1::Cancel cancel;
@@ -743,10 +851,10 @@ void Broker::Impl::Cancel(const std::string& request_id, const std::string& reas
   auto worker = workers_.find(owner->second);
   if (worker == workers_.end()) return;
   auto flight = worker->second.in_flight.find(request_id);
-  if (flight == worker->second.in_flight.end() || flight->second.cancelled) return;
-  Terminate(request_id, flight->second.relayed, flight->second.pending.sink,
-            v1::FINISH_CANCELLED, ReasonError("cancelled", reason));
-  flight->second.cancelled = true;
+  if (flight == worker->second.in_flight.end() || flight->second.ending) return;
+  // The sink's Terminal comes with the worker's FINAL (its usage), or when the worker is
+  // treated as lost for it.
+  BeginEnding(flight->second, v1::FINISH_CANCELLED, ReasonError("cancelled", reason));
   // The CANCEL goes out on the broker thread (it owns the socket): queue it there.
   cancels_to_send_.push_back({owner->second, request_id, reason});
   Wake();
@@ -817,6 +925,7 @@ absl::Status Broker::Submit(v1::InferenceRequest request, std::shared_ptr<Stream
 void Broker::Cancel(const std::string& request_id, const std::string& reason) {
   impl_->Cancel(request_id, reason);
 }
+void Broker::Stop() { impl_->Stop(); }
 std::optional<v1::BundleIdentity> Broker::LiveBundle(const std::string& model) const {
   return impl_->LiveBundle(model);
 }

@@ -21,6 +21,20 @@
 // stopped). Nothing is retried once any event reached the sink; a request the worker
 // refused with queue_full before any event is put back at the head of its queue.
 //
+// Ending a dispatched request (cancelled, deadline_exceeded, protocol_error): the broker
+// relays nothing more, sends CANCEL, and keeps the request in flight on its worker
+// (stats().in_flight, the worker's credit) until the worker's FINAL arrives; the sink's
+// Terminal then says why the broker ended it and carries the usage, timings and bundle
+// of the worker's FINAL, so that the request is charged what the worker did and its
+// slot is free only once the worker has stopped. A worker that does not answer the
+// CANCEL within `cancel_ack_timeout_ms`, or is lost meanwhile, is treated as lost for
+// the request: the Terminal comes then, with the usage the router knows.
+// Usage the router knows (every broker-made Terminal of a dispatched request): the
+// request's router_prompt_tokens (the worker may have evaluated the prompt: fail closed)
+// and the worker's last running count of generated tokens (Partial.completion_tokens),
+// at least one token per output event received. A request that never left the queue
+// carries no usage.
+//
 // Threading (the choice the design asked to document): one broker thread receives on
 // the ZeroMQ socket, sends heartbeats and CANCELs, runs the timers and dispatches what
 // waits for credit. Other threads (HTTP handlers) call Submit()/Cancel(), which change
@@ -87,6 +101,10 @@ struct BrokerOptions {
   uint32_t liveness = 3;                  // GNTW/1: kHeartbeatLiveness
   size_t max_queue_per_model = 64;
   uint32_t retry_after_ms = 1000;         // hint on no_worker / queue_full / worker_lost
+  // How long a request the broker ended waits for its worker's FINAL before the worker is
+  // treated as lost for it; 0: liveness x heartbeat_interval_ms (the silence after which
+  // a worker is dead).
+  uint32_t cancel_ack_timeout_ms = 0;
   const Clock* clock = &SystemClock();
 };
 
@@ -101,6 +119,8 @@ struct BrokerStats {
   uint64_t rejected_no_worker = 0;
   uint64_t handshakes_admitted = 0;  // CURVE handshakes the ZAP handler admitted
   uint64_t handshakes_refused = 0;   // ... and refused (unknown key, malformed)
+  // Requests the broker ended whose worker never answered the CANCEL in time.
+  uint64_t cancels_unanswered = 0;
 };
 
 class Broker {
@@ -113,8 +133,7 @@ class Broker {
   // libzmq.
   static absl::StatusOr<std::unique_ptr<Broker>> Start(BrokerOptions options);
 
-  // Sends DISCONNECT to every LIVE worker, ends every pending request with no_worker,
-  // and stops the thread.
+  // Stop(), then frees the socket.
   ~Broker();
   Broker(const Broker&) = delete;
   Broker& operator=(const Broker&) = delete;
@@ -128,9 +147,17 @@ class Broker {
   absl::Status Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink);
 
   // The client went away: a queued request ends at once; one in flight gets CANCEL on
-  // the wire and its sink a `cancelled` Terminal now (the worker's FINAL is then
-  // absorbed). Unknown or finished ids are ignored.
+  // the wire, nothing more is relayed, and its sink gets the `cancelled` Terminal when
+  // the worker's FINAL comes (with its usage), or when the worker is treated as lost (see
+  // above). Unknown or finished ids are ignored.
   void Cancel(const std::string& request_id, const std::string& reason);
+
+  // Sends DISCONNECT to every LIVE worker, ends every request (queued: no_worker; in
+  // flight: worker_lost, or the reason the broker already ended it, with the usage the
+  // router knows), and stops the thread. Afterwards Submit() answers no_worker. Call it
+  // before destroying what the sinks use (the Gateway): a cancelled request's Terminal may
+  // still be on its way when the transports have stopped. Idempotent; not concurrently.
+  void Stop();
 
   // The bundle a LIVE worker of `model` announced, if any.
   std::optional<v1::BundleIdentity> LiveBundle(const std::string& model) const;

@@ -307,6 +307,152 @@ TEST(Broker, QueueOverflowCancelAndPriority) {
   EXPECT_EQ(first->terminals(), 1);  // the worker's FINAL (cancelled) was absorbed
 }
 
+// A broker that notices a silent worker within 3 x 100 ms, for tests of lost workers.
+std::unique_ptr<Broker> StartFastBroker(uint32_t cancel_ack_timeout_ms = 0) {
+  BrokerOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.heartbeat_interval_ms = 100;
+  options.cancel_ack_timeout_ms = cancel_ack_timeout_ms;
+  auto broker = Broker::Start(options);
+  EXPECT_TRUE(broker.ok()) << broker.status();
+  return std::move(*broker);
+}
+
+// Submits a request the router counted 20 prompt tokens for, and waits for its first
+// `events` events.
+std::shared_ptr<RecordingSink> SubmitCounted(Broker& broker, v1::InferenceRequest* request,
+                                             size_t events) {
+  auto sink = std::make_shared<RecordingSink>();
+  *request = Request();
+  request->set_router_prompt_tokens(20);
+  EXPECT_TRUE(broker.Submit(*request, sink).ok());
+  EXPECT_TRUE(WaitUntil([&] { return sink->events().size() == events; }, 5000));
+  return sink;
+}
+
+// Holds until `worker` has sent its answer to a CANCEL (its `answered`-th and one) and
+// checks, all along, that the sink has no Terminal yet and the request is still in
+// flight. Returns the checks made.
+int ExpectHeldUntilTheWorkerAnswers(const Broker& broker, const FakeWorkerForTest& worker,
+                                    RecordingSink& sink, int answered = 0) {
+  int checks = 0;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < give_up) {
+    // Read before asking whether the FINAL has left: while it has not, the sink cannot
+    // have a Terminal and the request cannot have left the broker's books.
+    const int terminals = sink.terminals();
+    const uint64_t in_flight = broker.stats().in_flight;
+    if (worker.cancel_finals_sent() > answered) return checks;
+    EXPECT_EQ(terminals, 0);
+    EXPECT_EQ(in_flight, 1u);
+    ++checks;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ADD_FAILURE() << "the worker never answered the CANCEL";
+  return checks;
+}
+
+// Cancel (and a deadline, the same path): the broker relays nothing more, keeps the
+// request in flight on its worker until the worker's FINAL, then gives the sink the
+// Terminal it decided with the usage the worker reported.
+TEST(Broker, AnEndedRequestWaitsForItsWorkersFinalAndCarriesItsUsage) {
+  auto broker = StartBroker();
+  FakeWorkerOptions options = WorkerOptions(*broker);
+  options.prompt_tokens = 33;
+  options.cancel_delay_ms = 300;
+  options.script = {FakeStep::Text("a").Costing(3), FakeStep::Text("b").Costing(2),
+                    FakeStep::Hang()};
+  FakeWorkerForTest worker(options);
+  ASSERT_TRUE(WaitLive(*broker, 1));
+
+  v1::InferenceRequest request;
+  auto sink = SubmitCounted(*broker, &request, 2);
+  broker->Cancel(request.request_id(), "the client closed the connection");
+  EXPECT_GT(ExpectHeldUntilTheWorkerAnswers(*broker, worker, *sink), 10);
+  ASSERT_TRUE(sink->WaitTerminal(3000));
+  v1::Terminal t = sink->terminal();
+  EXPECT_EQ(t.finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(t.status().reason(), "cancelled");
+  EXPECT_EQ(t.status().message(), "the client closed the connection");
+  EXPECT_EQ(t.usage().prompt_tokens(), 33u);  // the worker's, not the router's 20
+  EXPECT_EQ(t.usage().completion_tokens(), 5u);
+  EXPECT_EQ(t.bundle().model(), "test-model");
+  EXPECT_EQ(sink->events().back().seq(), 2u);  // numbered after what was relayed
+  ASSERT_TRUE(WaitUntil([&] { return broker->stats().in_flight == 0; }, 1000));
+
+  // The deadline: the same wait, the client told deadline_exceeded.
+  auto late = std::make_shared<RecordingSink>();
+  v1::InferenceRequest timed = Request();
+  timed.set_deadline_unix_ms(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()) + 300);
+  const int answered_before = worker.cancel_finals_sent();
+  ASSERT_TRUE(broker->Submit(timed, late).ok());
+  ASSERT_TRUE(WaitUntil([&] { return worker.cancels_received().size() == 2; }, 5000));
+  EXPECT_GT(ExpectHeldUntilTheWorkerAnswers(*broker, worker, *late, answered_before), 10);
+  ASSERT_TRUE(late->WaitTerminal(3000));
+  EXPECT_EQ(late->terminal().status().reason(), "deadline_exceeded");
+  EXPECT_EQ(late->terminal().usage().prompt_tokens(), 33u);
+  EXPECT_EQ(late->terminal().usage().completion_tokens(), 5u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(sink->terminals(), 1);
+  EXPECT_EQ(late->terminals(), 1);
+}
+
+// A worker that never answers the CANCEL is treated as lost for the request after
+// cancel_ack_timeout_ms: the Terminal then carries what the router knows (its prompt
+// count and the worker's running count), and the request leaves the books.
+TEST(Broker, AnUnansweredCancelEndsAfterTheTimeoutWithWhatTheRouterKnows) {
+  auto broker = StartFastBroker(/*cancel_ack_timeout_ms=*/400);
+  FakeWorkerOptions options = WorkerOptions(*broker);
+  options.heartbeat_interval_ms = 50;
+  options.cancel_delay_ms = -1;  // never
+  options.script = {FakeStep::ToolCall("get_weather", "{}").Costing(9), FakeStep::Hang()};
+  FakeWorkerForTest worker(options);
+  ASSERT_TRUE(WaitLive(*broker, 1));
+  v1::InferenceRequest request;
+  auto sink = SubmitCounted(*broker, &request, 1);
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  broker->Cancel(request.request_id(), "gone");
+  ASSERT_TRUE(sink->WaitTerminal(3000));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled_at).count();
+  EXPECT_GE(waited, 0.35);
+  EXPECT_EQ(worker.cancel_finals_sent(), 0);
+  EXPECT_EQ(sink->terminal().finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_EQ(sink->terminal().usage().prompt_tokens(), 20u);
+  EXPECT_EQ(sink->terminal().usage().completion_tokens(), 9u);
+  EXPECT_EQ(broker->stats().in_flight, 0u);
+  EXPECT_EQ(broker->stats().cancels_unanswered, 1u);
+  EXPECT_EQ(broker->stats().live_workers, 1u);  // lost for this request only
+}
+
+// A worker lost mid-request: the router's prompt count and the worker's last running
+// count of generated tokens, or one per output event when it reported none.
+TEST(Broker, ALostWorkersRequestCarriesThePromptAndTheTokensCounted) {
+  for (bool running_count : {true, false}) {
+    SCOPED_TRACE(running_count ? "running count" : "no running count");
+    auto broker = StartFastBroker();
+    FakeWorkerOptions options = WorkerOptions(*broker);
+    options.heartbeat_interval_ms = 50;
+    options.report_running_count = running_count;
+    options.script = {FakeStep::Reasoning("hmm").Costing(3), FakeStep::Text("a").Costing(4),
+                      FakeStep::Hang()};
+    FakeWorkerForTest worker(options);
+    ASSERT_TRUE(WaitLive(*broker, 1));
+    v1::InferenceRequest request;
+    auto sink = SubmitCounted(*broker, &request, 2);
+    worker.Kill();
+    EXPECT_EQ(broker->stats().in_flight, 1u);
+    ASSERT_TRUE(sink->WaitTerminal(3000));
+    EXPECT_EQ(sink->terminal().status().reason(), "worker_lost");
+    EXPECT_EQ(sink->terminal().usage().prompt_tokens(), 20u);
+    EXPECT_EQ(sink->terminal().usage().completion_tokens(), running_count ? 7u : 2u);
+    EXPECT_EQ(broker->stats().in_flight, 0u);
+  }
+}
+
 // A DEALER connected to the broker that speaks whatever frames the test sends.
 zmq::socket_t RawPeer(zmq::context_t& context, const Broker& broker) {
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
