@@ -1,10 +1,18 @@
-// What a request is charged when it ends without the worker's own usage: the client
-// closed the connection mid-stream (the broker's cancelled Terminal carries no usage).
-// Real gateway, budgets and broker over tcp; a worker TEST DOUBLE streams three deltas
-// and then holds the request until it is cancelled.
+// What a request is charged for each way it can end, and when its concurrency slot is
+// free again. The real gateway, budgets and broker over tcp (InProcessRouterForTest),
+// HTTP clients, and a worker TEST DOUBLE that reports usage as a worker does (its own
+// prompt count, each step's tokens, a running count in every PARTIAL) and answers a
+// CANCEL late, or never. The charge is BudgetTracker::UsageOf("dev").day_tokens once
+// in_flight is back to 0; while the request holds its slot, day_tokens is still the
+// reservation (the router's prompt count + max_tokens).
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "router/fake_worker_for_test.h"
@@ -18,38 +26,205 @@ using testing::FakeStep;
 using testing::FakeWorkerForTest;
 using testing::FakeWorkerOptions;
 
-TEST(BudgetSettlement, ClosingTheConnectionDoesNotMakeTheOutputFree) {
-  const std::string policy = OneUserPolicyForTest();
-  auto router = InProcessRouterForTest::Start(policy, {{"test-model", TinyModelEntryForTest("test-model")}});
-  ASSERT_TRUE(router.ok()) << router.status();
-  FakeWorkerOptions w;
-  w.endpoint = (*router)->broker()->endpoint();
-  w.model = "test-model";
-  w.script = {FakeStep::Text("one"), FakeStep::Text(" two"), FakeStep::Text(" three"), FakeStep::Hang()};
-  FakeWorkerForTest worker(w);
-  ASSERT_TRUE(worker.WaitFor([&] { return (*router)->broker()->stats().live_workers == 1; }, 5000));
+// What the worker says it evaluated; the router's own count of "hi" is another number.
+constexpr uint32_t kWorkerPrompt = 37;
+constexpr int64_t kMaxTokens = 500;
+constexpr char kStreamed[] =
+    R"({"model":"test-model","stream":true,"max_tokens":500,)"
+    R"("messages":[{"role":"user","content":"hi"}]})";
+// Without the word that asks for a stream: answered where the broker delivers.
+constexpr char kWhole[] =
+    R"({"model":"test-model","max_tokens":500,"messages":[{"role":"user","content":"hi"}]})";
 
-  auto client = http::TestHttpClient::Connect((*router)->port());
-  ASSERT_TRUE(client.ok());
-  ASSERT_TRUE(client->SendRequest("POST", "/v1/chat/completions",
-                                  R"({"model":"test-model","stream":true,"max_tokens":500,)"
-                                  R"("messages":[{"role":"user","content":"hi"}]})",
-                                  {{"Content-Type", "application/json"}, {"Authorization", "Bearer k-dev"}})
-                  .ok());
-  int chunks = 0;
-  auto partial = client->ReadResponse(10000, [&](absl::string_view chunk) {
-    if (chunk.find("three") != absl::string_view::npos) return false;  // stop reading
-    ++chunks;
+class BudgetSettlementTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<FakeStep> script, int cancel_delay_ms = 0,
+             const std::string& policy = OneUserPolicyForTest()) {
+    auto router = InProcessRouterForTest::Start(
+        policy, {{"test-model", TinyModelEntryForTest("test-model")}});
+    ASSERT_TRUE(router.ok()) << router.status();
+    router_ = std::move(*router);
+    FakeWorkerOptions w;
+    w.endpoint = router_->broker()->endpoint();
+    w.prompt_tokens = kWorkerPrompt;
+    w.cancel_delay_ms = cancel_delay_ms;
+    w.script = std::move(script);
+    worker_ = std::make_unique<FakeWorkerForTest>(w);
+    ASSERT_TRUE(worker_->WaitFor([&] { return router_->broker()->stats().live_workers == 1; },
+                                 5000));
+  }
+
+  void TearDown() override {
+    router_.reset();
+    worker_.reset();
+  }
+
+  BudgetTracker::Usage Usage() const { return router_->budgets().UsageOf("dev"); }
+  // The router's count of the prompt: the reservation's, and a lost worker's charge.
+  uint32_t RouterPrompt() const { return worker_->requests().at(0).router_prompt_tokens(); }
+
+  // Sends `body` as dev and reads the response; at the first chunk containing `marker`
+  // runs `at`, which returns whether to read on (false: the client hangs up there).
+  absl::StatusOr<http::TestResponse> Exchange(const char* body, absl::string_view marker,
+                                              const std::function<bool()>& at) {
+    auto client = http::TestHttpClient::Connect(router_->port());
+    if (!client.ok()) return client.status();
+    absl::Status sent = client->SendRequest(
+        "POST", "/v1/chat/completions", body,
+        {{"Content-Type", "application/json"}, {"Authorization", "Bearer k-dev"}});
+    if (!sent.ok()) return sent;
+    bool seen = false;
+    auto response = client->ReadResponse(15000, [&](absl::string_view chunk) {
+      if (seen || chunk.find(marker) == absl::string_view::npos) return true;
+      seen = true;
+      return at();
+    });
+    EXPECT_TRUE(seen) << "never saw " << marker;
+    client->Close();
+    return response;
+  }
+
+  // Until `over` says so (the worker's Terminal has left, or the worker is gone), the
+  // request holds its slot and its whole reservation. Returns how often it looked.
+  int ExpectHeldUntil(const std::function<bool()>& over) {
+    const int64_t reserved = int64_t{RouterPrompt()} + kMaxTokens;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    int looks = 0;
+    while (true) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        ADD_FAILURE() << "still held after 20 s";
+        return looks;
+      }
+      // Read before asking `over`: while it is false, nothing can have been settled.
+      const BudgetTracker::Usage usage = Usage();
+      if (over()) return looks;
+      EXPECT_EQ(usage.in_flight, 1);
+      EXPECT_EQ(usage.day_tokens, reserved);
+      if (usage.in_flight != 1) return looks;
+      ++looks;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  int ExpectHeldUntilTheWorkerAnswers() {
+    EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
+    return ExpectHeldUntil([&] { return worker_->cancel_finals_sent() > 0; });
+  }
+  int ExpectHeldFor(int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    return ExpectHeldUntil([until] { return std::chrono::steady_clock::now() >= until; });
+  }
+
+  // Waits for the slot to be free again; the tokens charged.
+  int64_t Charged() {
+    EXPECT_TRUE(worker_->WaitFor([&] { return Usage().in_flight == 0; }, 10000));
+    return Usage().day_tokens;
+  }
+
+  std::unique_ptr<InProcessRouterForTest> router_;
+  std::unique_ptr<FakeWorkerForTest> worker_;
+};
+
+TEST_F(BudgetSettlementTest, FinishedNormallyIsChargedWhatTheWorkerReported) {
+  Start({FakeStep::Text("one").Costing(2), FakeStep::Gate(), FakeStep::Text(" two").Costing(3),
+         FakeStep::Finish(v1::FINISH_STOP)});
+  auto response = Exchange(kStreamed, "one", [&] {
+    EXPECT_GT(ExpectHeldFor(200), 5);  // the worker holds its FINAL at the gate
+    worker_->OpenGate();
     return true;
   });
-  client->Close();
-  ASSERT_TRUE(worker.WaitFor([&] { return worker.cancels_received().size() == 1; }, 5000));
-  ASSERT_TRUE(worker.WaitFor([&] { return (*router)->budgets().UsageOf("dev").in_flight == 0; }, 5000));
-  const BudgetTracker::Usage usage = (*router)->budgets().UsageOf("dev");
-  const uint32_t prompt = worker.requests().at(0).router_prompt_tokens();
-  ASSERT_GT(prompt, 0u);
-  // The prompt and the three deltas the client received; not 0, not the whole 500.
-  EXPECT_EQ(usage.day_tokens, int64_t{prompt} + 3);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(absl::StrContains(response->body, "[DONE]")) << response->body;
+  EXPECT_EQ(Charged(), kWorkerPrompt + 5);
+}
+
+// Before this was built, the broker's own cancelled Terminal carried no usage and the
+// router charged its prompt count plus one token per delta.
+TEST_F(BudgetSettlementTest, ClientHangingUpMidStreamIsChargedWhatTheWorkerDid) {
+  Start({FakeStep::Text("one").Costing(2), FakeStep::Text(" two").Costing(3), FakeStep::Hang()},
+        /*cancel_delay_ms=*/300);
+  auto response = Exchange(kStreamed, " two", [] { return false; });
+  EXPECT_GT(ExpectHeldUntilTheWorkerAnswers(), 10);
+  EXPECT_EQ(Charged(), kWorkerPrompt + 5);
+}
+
+// The prompt was evaluated; nothing was generated. Before, this was free.
+TEST_F(BudgetSettlementTest, ClientHangingUpDuringThePrefillIsChargedThePrompt) {
+  Start({FakeStep::Sleep(60000), FakeStep::Text("late"), FakeStep::Finish(v1::FINISH_STOP)},
+        /*cancel_delay_ms=*/300);
+  {
+    auto client = http::TestHttpClient::Connect(router_->port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client->SendRequest("POST", "/v1/chat/completions", kWhole,
+                                    {{"Content-Type", "application/json"},
+                                     {"Authorization", "Bearer k-dev"}})
+                    .ok());
+    ASSERT_TRUE(worker_->WaitFor([&] { return worker_->active_requests() == 1; }, 5000));
+  }  // hangs up before any output
+  EXPECT_GT(ExpectHeldUntilTheWorkerAnswers(), 10);
+  EXPECT_EQ(Charged(), kWorkerPrompt);
+}
+
+// Gateway::CancelOwned is what the gRPC Cancel call runs. The client still gets its
+// answer (cancelled), once the worker has stopped.
+TEST_F(BudgetSettlementTest, ClientCancelIsChargedWhatTheWorkerDid) {
+  // One delta that cost the worker 12 tokens (a long word, or text after a long think).
+  Start({FakeStep::Text("one").Costing(12), FakeStep::Hang()}, /*cancel_delay_ms=*/300);
+  std::chrono::steady_clock::time_point answered;
+  auto response = Exchange(kStreamed, "one", [&] {
+    EXPECT_TRUE(router_->gateway()->CancelOwned("dev", worker_->requests().at(0).request_id(),
+                                                "cancelled by the client (gRPC Cancel)"));
+    EXPECT_GT(ExpectHeldUntilTheWorkerAnswers(), 10);
+    answered = std::chrono::steady_clock::now();
+    return true;
+  });
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - answered, std::chrono::seconds(2));
+  EXPECT_TRUE(absl::StrContains(response->body, R"("code":"cancelled")")) << response->body;
+  EXPECT_EQ(Charged(), kWorkerPrompt + 12);  // the worker's count, not one per event
+}
+
+TEST_F(BudgetSettlementTest, DeadlineExceededIsChargedWhatTheWorkerDid) {
+  Start({FakeStep::Text("one").Costing(2), FakeStep::Hang()}, /*cancel_delay_ms=*/300,
+        OneUserPolicyForTest("  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
+                             "requests_per_minute: 1000, concurrent_requests: 10, "
+                             "request_seconds: 1}\n"));
+  auto response = Exchange(kStreamed, "one", [&] {
+    EXPECT_GT(ExpectHeldUntilTheWorkerAnswers(), 10);  // the CANCEL comes at the deadline
+    return true;
+  });
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(absl::StrContains(response->body, R"("code":"deadline_exceeded")"))
+      << response->body;
+  EXPECT_EQ(Charged(), kWorkerPrompt + 2);
+}
+
+// No FINAL will come: the router's prompt count and the worker's last running count.
+TEST_F(BudgetSettlementTest, WorkerLostIsChargedThePromptAndTheTokensCounted) {
+  Start({FakeStep::Reasoning("hmm").Costing(4), FakeStep::Text(" two").Costing(3),
+         FakeStep::Hang()});
+  auto response = Exchange(kStreamed, " two", [&] {
+    worker_->Kill();
+    EXPECT_GT(ExpectHeldUntil([&] { return router_->broker()->stats().live_workers == 0; }), 0);
+    return true;
+  });
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_TRUE(absl::StrContains(response->body, R"("code":"worker_lost")")) << response->body;
+  EXPECT_EQ(Charged(), int64_t{RouterPrompt()} + 7);
+}
+
+// A worker that never answers the CANCEL holds the slot for the broker's
+// cancel_ack_timeout (liveness x heartbeat interval: 3 s here), then is treated as lost
+// for the request.
+TEST_F(BudgetSettlementTest, CancelNeverAnsweredIsChargedWhatTheRouterKnowsAfterTheTimeout) {
+  Start({FakeStep::Text("one").Costing(2), FakeStep::Hang()}, /*cancel_delay_ms=*/-1);
+  const auto start = std::chrono::steady_clock::now();
+  auto response = Exchange(kStreamed, "one", [] { return false; });
+  EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() >= 1; }, 5000));
+  EXPECT_GT(ExpectHeldUntil([&] { return router_->broker()->stats().cancels_unanswered > 0; }),
+            100);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2900));
+  EXPECT_EQ(worker_->cancel_finals_sent(), 0);
+  EXPECT_EQ(Charged(), int64_t{RouterPrompt()} + 2);
 }
 
 }  // namespace
