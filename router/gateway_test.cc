@@ -59,7 +59,10 @@ grants:
         temperature: {max: 1.0, action: reject}
       plain-model:
         max_tokens: {max: 1000, action: clamp}
-    tools: {read_file: {}, f: {}}
+    tools:
+      read_file: {}
+      f: {}
+      open_file: {args: {path: {globs: ["/workspace/**"]}}}
   - user: outsider
     models:
       other-model:
@@ -238,6 +241,33 @@ TEST_F(GatewayTest, StreamedChatWithToolCallAndUsage) {
   EXPECT_TRUE(saw_call);
   EXPECT_TRUE(saw_usage);
   EXPECT_TRUE(saw_finish);
+}
+
+// The ledger holds the verdict and rule of every offered tool and every emitted call,
+// and never the argument values of a denied call.
+TEST_F(GatewayTest, LedgerRecordsToolVerdictsWithoutDeniedArguments) {
+  worker_->SetScript({FakeStep::ToolCall("open_file", R"({"path":"/workspace/ok"})"),
+                      FakeStep::ToolCall("open_file", R"({"path":"/etc/shadow"})"),
+                      FakeStep::Finish(v1::FINISH_TOOL_CALLS)});
+  http::TestResponse r = Post(Chat("test-model",
+      R"(,"tools":[{"type":"function","function":{"name":"open_file"}},{"type":"function","function":{"name":"rm_rf"}}])"));
+  ASSERT_EQ(r.status, 403) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"tool_call_denied")")) << r.body;
+  EXPECT_EQ(r.Header("x-gantry-tools-stripped"), "rm_rf");
+  const std::string admission = EventPayload(r, "admission.decided");
+  EXPECT_TRUE(absl::StrContains(admission,
+      R"("offered_tools":[{"name":"open_file","rule_id":"grants[0].tools.open_file","verdict":"allow"},)"
+      R"({"name":"rm_rf","rule_id":"default_deny","verdict":"deny"}])")) << admission;
+  std::vector<std::string> calls;
+  for (const auto& e : recorder_.events()) {
+    if (e[0] != r.Header("x-gantry-request-id")) continue;
+    EXPECT_FALSE(absl::StrContains(e[2], "shadow")) << e[1] << " " << e[2];
+    if (e[1] == "tool_call.decided") calls.push_back(e[2]);
+  }
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(calls[0], R"("rule_id":"grants[0].tools.open_file","tool":"open_file","verdict":"allow")")) << calls[0];
+  EXPECT_TRUE(absl::StrContains(calls[1], R"("reason":"tool_arguments_not_allowed","rule_id":"grants[0].tools.open_file.args.path")")) << calls[1];
+  EXPECT_TRUE(absl::StrContains(EventPayload(r, "request.failed"), R"("error_reason":"tool_call_denied")"));
 }
 
 TEST_F(GatewayTest, ResponsesNonStreamedTakesTheSamePipeline) {

@@ -443,6 +443,26 @@ TEST_F(GrpcGatewayTest, CancelReachesARequestStartedOverHttp) {
   EXPECT_TRUE(worker_->WaitFor([&] { return worker_->cancels_received().size() == 1; }, 5000));
 }
 
+// A tool call the policy denies never reaches a gRPC client either: the stream ends
+// with one Terminal carrying tool_call_denied and the rule, and no ToolCallEvent.
+TEST_F(GrpcGatewayTest, ADeniedToolCallEndsTheStreamWithTheRule) {
+  StartWorker({FakeStep::Text("Let me look."),
+               FakeStep::ToolCall("write_file", R"({"path":"/etc/passwd"})"),
+               FakeStep::Finish(v1::FINISH_TOOL_CALLS)});
+  v1::ChatRequest chat = Request();
+  v1::ToolDefinition* tool = chat.mutable_request()->add_tools();
+  tool->set_name("read_file");
+  ChatResult r = Chat(chat);
+  ASSERT_FALSE(r.events.empty());
+  for (const v1::StreamEvent& e : r.events) EXPECT_FALSE(e.has_tool_call());
+  ASSERT_TRUE(r.events.back().has_terminal());
+  EXPECT_EQ(r.events.back().terminal().finish_reason(), v1::FINISH_ERROR);
+  EXPECT_EQ(r.events.back().terminal().status().reason(), "tool_call_denied");
+  EXPECT_NE(r.events.back().terminal().status().message().find("rule default_deny (tool_not_granted)"),
+            std::string::npos)
+      << r.events.back().terminal().status().message();
+}
+
 TEST_F(GrpcGatewayTest, AClientThatGoesAwayCancelsOnTheWorker) {
   worker_->SetScript({FakeStep::Text("partial"), FakeStep::Hang()});
   grpc::ClientContext ctx;
