@@ -5,7 +5,9 @@
 //
 // Prints the load time, decisions/s, and p50/p99 per decision, for requests that name
 // the principal (already authenticated) and for requests that present a key (hashed
-// with SHA-256 and looked up), with the SHA-256 alone as the reference figure.
+// with SHA-256 and looked up), for requests offering 12 tools and for one emitted tool
+// call (its JSON arguments parsed as the router does), with the SHA-256 alone as the
+// reference figure.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -106,6 +108,74 @@ int main(int argc, char** argv) {
       std::printf(" %s=%d", reason.empty() ? "(allowed)" : reason.c_str(), n);
     }
     std::printf("\n");
+  }
+
+  // Tools as coding agents send them: a request offering 12 tools (half of them not
+  // granted: stripped), decided as served (omitted parameters as their defaults); and
+  // each tool call a model emits, read from its JSON arguments and decided, as
+  // Gateway::DecideOutput does for every call.
+  {
+    std::vector<PolicyRequest> offers;
+    std::vector<std::pair<std::string, std::string>> calls;  // principal, tool
+    for (int i = 0; i < 4096; ++i) {
+      PolicyRequest r = RandomRequest(gen, false, rng);
+      const Principal& p = (*snap)->principals[(*snap)->by_name.at(r.principal)];
+      for (const auto& [model, access] : p.models) {
+        if (!access.grant_rule.empty() && access.deny_rule.empty()) r.model = model;
+      }
+      r.tools.clear();
+      r.commands.clear();
+      // What a coding agent sends (Qwen Code: temperature and top_p), in the generator's
+      // core ranges; the rest is decided as its defaults.
+      r.params = ParamValues{};
+      r.params.Set(Param::kMaxTokens, 500 + rng() % 500);
+      r.params.Set(Param::kTemperature, 0.7);
+      r.params.Set(Param::kTopP, 0.3);
+      r.params.Set(Param::kTopK, 15);
+      r.params.Set(Param::kParallelToolCalls, 0);
+      std::vector<std::string> granted;
+      for (const auto& [tool, access] : p.tools) granted.push_back(tool);
+      for (int t = 0; t < 12; ++t) {
+        r.offered_tools.push_back(t % 2 == 0 && !granted.empty()
+                                      ? granted[(t / 2) % granted.size()] + (t / 2 < static_cast<int>(granted.size()) ? "" : "_x")
+                                      : "client_tool_" + std::to_string(t));
+      }
+      std::sort(r.offered_tools.begin(), r.offered_tools.end());
+      r.offered_tools.erase(std::unique(r.offered_tools.begin(), r.offered_tools.end()),
+                            r.offered_tools.end());
+      CompleteAsServed(&r, 1024);
+      calls.emplace_back(r.principal, granted.empty() ? "read_file" : granted[rng() % granted.size()]);
+      offers.push_back(std::move(r));
+    }
+    for (bool emitted : {false, true}) {
+      std::vector<int64_t> ns;
+      ns.reserve(decisions);
+      std::map<std::string, int> reasons;
+      auto start = Clock::now();
+      for (int i = 0; i < decisions; ++i) {
+        auto a = Clock::now();
+        Decision d;
+        if (emitted) {
+          PolicyRequest r;
+          r.principal = calls[i & 4095].first;
+          r.tools.push_back(ToolCallFromJson(calls[i & 4095].second,
+                                             R"({"path":"/workspace/a","limit":200})"));
+          d = Decide(**snap, r);
+        } else {
+          d = Decide(**snap, offers[i & 4095]);
+        }
+        auto b = Clock::now();
+        if (i < 4096) ++reasons[d.reason];
+        ns.push_back(Ns(a, b));
+      }
+      int64_t total = Ns(start, Clock::now());
+      Report(emitted ? "emitted tool call" : "offers 12 tools", ns, total);
+      std::printf("  reasons:");
+      for (const auto& [reason, n] : reasons) {
+        std::printf(" %s=%d", reason.empty() ? "(allowed)" : reason.c_str(), n);
+      }
+      std::printf("\n");
+    }
   }
 
   // Reference: the SHA-256 of a key alone, which the by-key figure includes.

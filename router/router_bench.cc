@@ -12,6 +12,9 @@
 //           token count (the Qwen3 tokenizer and template from $GANTRY_REFERENCE_DIR when
 //           set, else the tiny test tokenizer), context check, budget reservation,
 //           admission, the broker, and the OpenAI response body.
+//   tools   routed, the request offering 12 tools as a coding agent does (6 granted, 6
+//           stripped by the policy) and the worker answering with a tool call that the
+//           policy decides before it goes out (latency only).
 // Latency: one request at a time, p50 / p99; added = routed - direct.
 // Throughput: for each count in `--concurrency`, that many requests kept in flight for
 // `--seconds` each way by one client thread (direct: on its socket; routed: one per
@@ -98,6 +101,13 @@ grants:
     models:
       bench-model:
         max_tokens: {max: 16, action: clamp}
+    tools:
+      read_file: {args: {path: {globs: ["/workspace/**"]}}}
+      list_directory: {args: {path: {globs: ["/workspace", "/workspace/**"]}}}
+      glob: {}
+      grep_search: {}
+      edit: {args: {file_path: {globs: ["/workspace/**"]}}}
+      todo_write: {}
   - user: reader
     models:
       bench-model:
@@ -202,10 +212,30 @@ const std::string& ChatBody() {
   return body;
 }
 
-bool Post(http::TestHttpClient* client) {
+// The same request offering 12 tools as a coding agent does (6 granted, 6 stripped),
+// each with a small JSON Schema.
+const std::string& ToolsBody() {
+  static const std::string body = [] {
+    std::string tools;
+    for (const char* name : {"read_file", "list_directory", "glob", "grep_search", "edit",
+                             "todo_write", "run_shell_command", "write_file", "web_fetch",
+                             "agent", "notebook_edit", "memory"}) {
+      absl::StrAppend(&tools, tools.empty() ? "" : ",",
+                      R"({"type":"function","function":{"name":")", name,
+                      R"(","description":"A tool.","parameters":{"type":"object","properties":)",
+                      R"({"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}}})");
+    }
+    return absl::StrCat(R"({"model":")", kModel,
+                        R"(","max_tokens":16,"messages":[{"role":"user","content":")", kPrompt,
+                        R"("}],"tools":[)", tools, "]}");
+  }();
+  return body;
+}
+
+bool Post(http::TestHttpClient* client, const std::string& body = ChatBody()) {
   static const std::vector<std::pair<std::string, std::string>> headers = {
       {"Content-Type", "application/json"}, {"Authorization", absl::StrCat("Bearer ", kKey)}};
-  if (!client->SendRequest("POST", "/v1/chat/completions", ChatBody(), headers).ok()) return false;
+  if (!client->SendRequest("POST", "/v1/chat/completions", body, headers).ok()) return false;
   auto response = client->ReadResponse(10000);
   return response.ok() && response->status == 200;
 }
@@ -514,6 +544,20 @@ int Main(int argc, char** argv) {
   };
   std::vector<double> routed_us = Sequential(requests, "routed", http_caller());
   if (routed_us.empty()) return 1;
+  // With tools: 12 offered (6 stripped), and the answer is a tool call the policy decides
+  // (granted, its path argument matched against its glob) before it goes out.
+  routed_worker.SetScript({FakeStep::Text("Hi"),
+                           FakeStep::ToolCall("read_file", R"({"path":"/workspace/src/main.cc"})"),
+                           FakeStep::Finish(v1::FINISH_TOOL_CALLS)});
+  std::vector<double> tools_us;
+  {
+    auto client = std::make_shared<absl::StatusOr<http::TestHttpClient>>(
+        http::TestHttpClient::Connect(router->port()));
+    tools_us = Sequential(requests, "routed with tools",
+                          [client] { return client->ok() && Post(&**client, ToolsBody()); });
+  }
+  if (tools_us.empty()) return 1;
+  routed_worker.SetScript(WorkerOptions("", most).script);
   std::vector<Counts> routed_at;
   for (int level : levels) routed_at.push_back(HttpLoad(router->port(), level, seconds));
   const Counts& routed = routed_at[0];
@@ -576,8 +620,12 @@ int Main(int argc, char** argv) {
               Percentile(grpc_us, 0.99), double(grpc.done) / seconds);
   std::printf("%-8s %10.1f %10.1f %14.0f   (gRPC alone: no router)\n", "baregrpc",
               Percentile(bare_us, 0.5), Percentile(bare_us, 0.99), double(bare.done) / seconds);
+  std::printf("%-8s %10.1f %10.1f   (12 tools offered, 6 stripped; one tool call decided)\n",
+              "tools", Percentile(tools_us, 0.5), Percentile(tools_us, 0.99));
   std::printf("added by the router: p50 %.1f us, p99 %.1f us; load average %.2f\n", r50 - d50,
               r99 - d99, LoadAverage());
+  std::printf("added by the router with tools: p50 %.1f us, p99 %.1f us (goal: p50 under 200 us)\n",
+              Percentile(tools_us, 0.5) - d50, Percentile(tools_us, 0.99) - d99);
   int64_t routed_failed = 0;
   std::printf("%-12s %14s %14s %8s\n", "in flight", "direct req/s", "routed req/s", "ratio");
   for (size_t i = 0; i < levels.size(); ++i) {
