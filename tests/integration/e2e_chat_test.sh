@@ -17,7 +17,7 @@ cat >"$tmp/script.yaml" <<YAML
 - match: "long"
   emit: "$words"
 - match: "weather in Paris"
-  emit: "<tool_call>\\n{\\"name\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"Paris\\"}}\\n</tool_call>"
+  emit: "<tool_call>\\n{\\"name\\": \\"read_file\\", \\"arguments\\": {\\"path\\": \\"/workspace/paris.txt\\"}}\\n</tool_call>"
 - match: "sunny"
   emit: "It is sunny in Paris."
 - match: ""
@@ -134,12 +134,14 @@ status=$(chat gantry-demo-dev '{"model": "gantry-demo", "messages": [')
 [ "$status" = 400 ] && grep -q invalid_json "$tmp/body" && ok malformed-json-400 || bad malformed-json-400 "$status"
 
 # Tool calls: the declared protocol (hermes_json) parsed by the worker, returned in
-# OpenAI form; the second turn carries the result under the same call id.
-tools='"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]'
+# OpenAI form; the second turn carries the result under the same call id. The tool is
+# one the demo policy grants dana (read_file, its path under /workspace/**): the router
+# strips an offered tool that is not granted and denies a call to one.
+tools='"tools": [{"type": "function", "function": {"name": "read_file", "description": "Read a file", "parameters": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]'
 status=$(chat gantry-demo-dev "{\"model\": \"gantry-demo\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}], $tools}")
 call=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["choices"][0]; t=c["message"]["tool_calls"][0]; print(c["finish_reason"], t["function"]["name"], t["function"]["arguments"], t["id"])' "$tmp/body" 2>&1)
 read -r finish name args call_id <<<"$call"
-[ "$status" = 200 ] && [ "$finish $name $args" = 'tool_calls get_weather {"city":"Paris"}' ] && [[ "$call_id" == call_* ]] &&
+[ "$status" = 200 ] && [ "$finish $name $args" = 'tool_calls read_file {"path":"/workspace/paris.txt"}' ] && [[ "$call_id" == call_* ]] &&
   ok tool-call || bad tool-call "$status $call $(cat "$tmp/body")"
 curl -sN "http://127.0.0.1:$http/v1/chat/completions" -H "Authorization: Bearer gantry-demo-dev" \
   -H 'Content-Type: application/json' \
@@ -154,11 +156,20 @@ for line in open(sys.argv[1]):
                 sys.exit(0)
 PY
 )
-[ "$first" = "0 call_ get_weather" ] && ok streamed-tool-call-first-delta || bad streamed-tool-call-first-delta "$first"
-turn2="{\"model\": \"gantry-demo\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"$call_id\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"$call_id\", \"content\": [{\"type\": \"text\", \"text\": \"sunny, 24 C\"}]}], $tools}"
+[ "$first" = "0 call_ read_file" ] && ok streamed-tool-call-first-delta || bad streamed-tool-call-first-delta "$first"
+turn2="{\"model\": \"gantry-demo\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"$call_id\", \"type\": \"function\", \"function\": {\"name\": \"read_file\", \"arguments\": \"{\\\"path\\\": \\\"/workspace/paris.txt\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"$call_id\", \"content\": [{\"type\": \"text\", \"text\": \"sunny, 24 C\"}]}], $tools}"
 status=$(chat gantry-demo-dev "$turn2")
 answer=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body" 2>&1)
 [ "$status" = 200 ] && [ "$answer" = "It is sunny in Paris." ] && ok tool-result-second-turn || bad tool-result-second-turn "$status $answer"
+# A tool the policy does not grant (get_weather) is taken off the request before the
+# model sees it, and the response says so; the model's call of it is then plain text.
+# As admin (a developer too): dana's 30 requests a minute are for the checks below.
+weather='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]'
+status=$(curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$http/v1/chat/completions" \
+  -H "Authorization: Bearer gantry-demo-admin" -H 'Content-Type: application/json' \
+  -d "{\"model\": \"gantry-demo\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}], $weather}")
+[ "$status" = 200 ] && grep -qi '^x-gantry-tools-stripped: get_weather' "$tmp/headers" && ! grep -q '"tool_calls"' "$tmp/body" &&
+  ok ungranted-tool-stripped || bad ungranted-tool-stripped "$status $(cat "$tmp/headers" "$tmp/body")"
 
 # Rates by reservation: the demo's batch account may send 10 requests a minute.
 codes=""
