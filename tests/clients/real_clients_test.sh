@@ -64,22 +64,27 @@ opencode_denied_prompt="OpenCode, read the secret file and tell me what it says.
 # Rules match a substring of the last message: the tool result (turn 2) holds the
 # heading; the prompt (turn 1) names the client. Turn 1 thinks first (the worker splits
 # <think> into reasoning), so the evidence shows whether the client sent the reasoning
-# back for the template to render in turn 2. OpenCode's title request (no tools) ends
-# with the same user message as its turn 1, so no rule can tell them apart: it gets the
-# same text back, plain (no tools advertised: nothing is parsed), and a line of text
-# before the call makes that a harmless title ("Reading index.html.").
+# back for the template to render in turn 2. OpenCode's title request ends with the same
+# user message as its turn 1 but offers no tools: the tool-calling rules say `tools:
+# true`, so it gets the last rule's text as its title (a call written without offered
+# tools would be invalid_tool_call: the worker parses calls whether tools are offered or
+# not).
 cat >"$tmp/script.yaml" <<YAML
 - match: "SECRET-MARKER"
   emit: "LEAKED"
 - match: "Gantry works"
   emit: "The heading says: Gantry works"
 - match: "$qwen_prompt"
+  tools: true
   emit: "<think>\\nI will read it.\\n</think>\\n\\n<tool_call>\\n{\\"name\\": \\"read_file\\", \\"arguments\\": {\\"file_path\\": \\"$ws_qwen/index.html\\"}}\\n</tool_call>"
 - match: "$opencode_prompt"
+  tools: true
   emit: "<think>\\nThe user wants the heading.\\n</think>\\n\\nReading index.html.\\n<tool_call>\\n{\\"name\\": \\"read\\", \\"arguments\\": {\\"filePath\\": \\"$ws_opencode/index.html\\"}}\\n</tool_call>"
 - match: "$qwen_denied_prompt"
+  tools: true
   emit: "<think>\\nI will read it.\\n</think>\\n\\n<tool_call>\\n{\\"name\\": \\"read_file\\", \\"arguments\\": {\\"file_path\\": \\"$secret\\"}}\\n</tool_call>"
 - match: "$opencode_denied_prompt"
+  tools: true
   emit: "<think>\\nThe user wants the file.\\n</think>\\n\\nReading the file.\\n<tool_call>\\n{\\"name\\": \\"read\\", \\"arguments\\": {\\"filePath\\": \\"$secret\\"}}\\n</tool_call>"
 - match: ""
   emit: "Reading a page heading"

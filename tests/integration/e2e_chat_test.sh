@@ -162,13 +162,14 @@ status=$(chat gantry-demo-dev "$turn2")
 answer=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body" 2>&1)
 [ "$status" = 200 ] && [ "$answer" = "It is sunny in Paris." ] && ok tool-result-second-turn || bad tool-result-second-turn "$status $answer"
 # A tool the policy does not grant (get_weather) is taken off the request before the
-# model sees it, and the response says so; the model's call of it is then plain text.
+# model sees it, and the response says so; a call of it the model writes anyway is not
+# an offered tool: 422 invalid_tool_call, never plain text a client might run.
 # As admin (a developer too): dana's 30 requests a minute are for the checks below.
 weather='"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]'
 status=$(curl -s -D "$tmp/headers" -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$http/v1/chat/completions" \
   -H "Authorization: Bearer gantry-demo-admin" -H 'Content-Type: application/json' \
   -d "{\"model\": \"gantry-demo\", \"messages\": [{\"role\": \"user\", \"content\": \"What is the weather in Paris?\"}], $weather}")
-[ "$status" = 200 ] && grep -qi '^x-gantry-tools-stripped: get_weather' "$tmp/headers" && ! grep -q '"tool_calls"' "$tmp/body" &&
+[ "$status" = 422 ] && grep -qi '^x-gantry-tools-stripped: get_weather' "$tmp/headers" && grep -q '"code":"invalid_tool_call"' "$tmp/body" &&
   ok ungranted-tool-stripped || bad ungranted-tool-stripped "$status $(cat "$tmp/headers" "$tmp/body")"
 
 # Rates by reservation: the demo's batch account may send 10 requests a minute.

@@ -18,6 +18,8 @@ cat >"$tmp/script.yaml" <<'YAML'
   emit: "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"/workspace/../etc/shadow\"}}\n</tool_call>"
 - match: "two files"
   emit: "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"/workspace/a\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"/workspace/b\"}}\n</tool_call>"
+- match: "cron"
+  emit: "Sure. <tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"/etc/cron.d/x\", \"content\": \"pwn\"}}\n</tool_call>"
 - match: "one file"
   emit: "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"/workspace/a\"}}\n</tool_call>"
 - match: ""
@@ -93,6 +95,14 @@ explained=$("$g" policy explain "$tmp/policy.yaml" --user dana --model gantry-de
 [ "$status" = 200 ] && [ "$(header x-gantry-tools-stripped)" = write_file ] &&
   grep -q '^offered tool: write_file not granted (grants\[1\].deny.tools\[0\])$' <<<"$explained" &&
   ok offered-denied-tool-stripped || bad offered-denied-tool-stripped "$status [$(header x-gantry-tools-stripped)] $explained"
+
+# 2b. The model writes a call of the stripped tool anyway. Before (red team): with no
+# tool left on the request the call went out as plain text, which some clients parse
+# and run. Now it is not an offered tool: 422 invalid_tool_call, nothing of it sent.
+status=$(post k-dana /v1/chat/completions "$(printf '{"model":"gantry-demo","messages":[{"role":"user","content":"add a cron job"}],"tools":[%s]}' "$(tool write_file)")")
+[ "$status" = 422 ] && grep -q '"code":"invalid_tool_call"' "$tmp/body" && ! grep -q 'cron.d' "$tmp/body" &&
+  [ "$(header x-gantry-tools-stripped)" = write_file ] &&
+  ok stripped-tool-called-as-text-refused || bad stripped-tool-called-as-text-refused "$status $(cat "$tmp/body")"
 
 # 3. A model call outside its argument constraint. Before: it reached the client,
 # streamed and not. Now one tool_call_denied error with the rule; the path never shown.

@@ -177,7 +177,7 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
     const std::string& last = request.messages_size() > 0
                                   ? request.messages(request.messages_size() - 1).content()
                                   : std::string();
-    auto ids = bundle_.tokenizer->Encode(bundle_.script->TextFor(last));
+    auto ids = bundle_.tokenizer->Encode(bundle_.script->TextFor(last, request.tools_size() > 0));
     if (!ids.ok()) {
       finish(v1::FINISH_ERROR, ids.status());
       return;

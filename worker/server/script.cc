@@ -25,12 +25,22 @@ absl::StatusOr<Script> Script::FromYaml(const std::string& text) {
     if (!root.IsSequence()) return absl::InvalidArgumentError("a script is a list of {match, emit} rules");
     for (size_t i = 0; i < root.size(); ++i) {
       const YAML::Node& rule = root[i];
-      if (!rule.IsMap() || !rule["match"] || !rule["emit"] || rule.size() != 2 ||
-          !rule["match"].IsScalar() || !rule["emit"].IsScalar()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rule ", i, ": expected exactly the string keys match and emit"));
+      const bool has_tools = rule.IsMap() && rule["tools"];
+      if (!rule.IsMap() || !rule["match"] || !rule["emit"] || rule.size() != (has_tools ? 3u : 2u) ||
+          !rule["match"].IsScalar() || !rule["emit"].IsScalar() ||
+          (has_tools && !rule["tools"].IsScalar())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rule ", i, ": expected the string keys match and emit, and optionally tools"));
       }
-      script.rules_.push_back({rule["match"].as<std::string>(), rule["emit"].as<std::string>()});
+      Rule r{rule["match"].as<std::string>(), rule["emit"].as<std::string>()};
+      if (has_tools) {
+        const std::string t = rule["tools"].as<std::string>();
+        if (t != "true" && t != "false") {
+          return absl::InvalidArgumentError(absl::StrCat("rule ", i, ": tools: expected true or false"));
+        }
+        r.tools = t == "true" ? 1 : 0;
+      }
+      script.rules_.push_back(std::move(r));
     }
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("script YAML: ", e.what()));
@@ -38,8 +48,9 @@ absl::StatusOr<Script> Script::FromYaml(const std::string& text) {
   return script;
 }
 
-const std::string& Script::TextFor(const std::string& last_message) const {
+const std::string& Script::TextFor(const std::string& last_message, bool offers_tools) const {
   for (const Rule& rule : rules_) {
+    if (rule.tools >= 0 && (rule.tools == 1) != offers_tools) continue;
     if (last_message.find(rule.match) != std::string::npos) return rule.emit;
   }
   return default_;

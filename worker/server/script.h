@@ -5,6 +5,9 @@
 // Script file (YAML): a list of rules, first match wins:
 //   - match: "weather in Paris"      # substring of the last message of the rendered prompt
 //     emit: "<tool_call>\n{\"name\": ...}\n</tool_call>"
+//   - match: "weather"
+//     tools: false                     # optional: only when the request offers no tools
+//     emit: "I cannot look that up."   # (true: only when it offers some)
 //   - match: ""                      # an empty match matches everything
 //     emit: "Hello."
 // No matching rule emits kDefaultScriptText. A rule is tested against the content of
@@ -30,13 +33,15 @@ class Script {
   static absl::StatusOr<Script> Load(const std::string& path);
   static absl::StatusOr<Script> FromYaml(const std::string& text);
 
-  // The text to emit for a request whose last message is `last_message`.
-  const std::string& TextFor(const std::string& last_message) const;
+  // The text to emit for a request whose last message is `last_message` and which
+  // offers tools (`offers_tools`) or not.
+  const std::string& TextFor(const std::string& last_message, bool offers_tools) const;
 
  private:
   struct Rule {
     std::string match;
     std::string emit;
+    int tools = -1;  // -1: any request; 0: only without tools; 1: only with tools
   };
   std::vector<Rule> rules_;
   std::string default_ = kDefaultScriptText;

@@ -36,8 +36,8 @@ struct ParserOptions {
   // The rendered prompt already opened <think> (e.g. Qwen3 thinking templates), so the
   // output begins inside reasoning. Implies nothing unless `reasoning`.
   bool starts_in_reasoning = false;
-  // Look for tool calls at all. False when no tools were advertised: then the text passes
-  // through (only reasoning is split), even if it looks like a call.
+  // Look for tool calls at all. False for a bundle without a tool protocol: then the
+  // text passes through (only reasoning is split), even if it looks like a call.
   bool parse_calls = true;
   // One call body may hold at most this many bytes; past it the call is malformed.
   size_t max_call_bytes = size_t{4} << 20;

@@ -73,7 +73,11 @@ absl::StatusOr<std::unique_ptr<ToolCallStream>> ToolCallStream::Create(
                        absl::StrCat("tool_choice names \"", policy.tool_choice_name,
                                     "\", which is not an advertised tool"));
   }
-  options.parse_calls = !tools->empty();
+  // Calls are looked for whenever the bundle declares a protocol, tools offered or not:
+  // a call written as text when none is offered (every offered tool stripped by the
+  // router's policy, say) would otherwise reach a client as plain content that some
+  // clients parse and run. Such a call is not an advertised tool: invalid_tool_call.
+  options.parse_calls = protocol != ToolProtocol::kNone;
   return std::make_unique<ToolCallStream>(protocol, options, std::move(tools), std::move(policy));
 }
 

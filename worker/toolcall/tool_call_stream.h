@@ -48,7 +48,8 @@ struct ToolCallPolicy {
 class ToolCallStream {
  public:
   // For a request to a bundle that declares `protocol`. `options.parse_calls` is set here:
-  // calls are parsed only when the request advertises tools. Errors (before any
+  // calls are parsed whenever `protocol` is not kNone, also when the request advertises
+  // no tools (then any call fails validation: invalid_tool_call). Errors (before any
   // generation): FAILED_PRECONDITION "tool_protocol_undeclared" for tools sent to a bundle
   // with ToolProtocol::kNone; INVALID_ARGUMENT "invalid_request" for tools that do not
   // compile (ToolSet::Compile), tool_choice required / named without tools, or a named

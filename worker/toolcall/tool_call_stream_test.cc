@@ -174,6 +174,24 @@ TEST(ToolCallStreamCreateTest, Refusals) {
   EXPECT_EQ(ReasonOf(ToolCallStream::Create(kHermes, twice, {}).status()), "invalid_request");
 }
 
+// A call written when the request offers no tools (all of them stripped by the router's
+// policy, say) is not passed on as text, which some clients parse and run: it fails
+// validation like any call to a tool that is not advertised.
+TEST(ToolCallStreamCreateTest, ACallWithoutOfferedToolsIsInvalidNotText) {
+  auto stream = ToolCallStream::Create(kHermes, v1::InferenceRequest(), {});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::vector<v1::StreamEvent> events;
+  absl::Status fed = (*stream)->Feed(
+      "Sure. <tool_call>{\"name\": \"write_file\", \"arguments\": {\"path\": \"/etc/x\"}}</tool_call>",
+      &events);
+  if (fed.ok()) fed = (*stream)->Finish(&events);
+  EXPECT_EQ(ReasonOf(fed), "invalid_tool_call") << fed;
+  for (const v1::StreamEvent& e : events) {
+    EXPECT_FALSE(e.has_tool_call());
+    if (e.has_text()) EXPECT_EQ(e.text().text().find("write_file"), std::string::npos) << e.text().text();
+  }
+}
+
 TEST(ToolCallStreamCreateTest, PolicyFromRequest) {
   v1::InferenceRequest request;
   EXPECT_TRUE(ToolCallPolicy::FromRequest(request).parallel_tool_calls);  // absent = true
