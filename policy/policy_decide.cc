@@ -110,6 +110,16 @@ std::string ArgMismatch(const ArgConstraint& c, const ToolCallRequest& call) {
   return "";
 }
 
+// Temperature and top_p reach the worker as 32-bit floats (gantry.v1.SamplingParams), so
+// both are decided at that precision, request and bounds alike: "temperature: 1.2" in a
+// JSON body, in a gRPC request and on explain's command line is the float nearest 1.2,
+// and so is a bound's "max: 1.2", which therefore admits it. (Compared as doubles, the
+// float 1.2000000477 a router has parsed is above the bound that explain's 1.2 is not.)
+double AsCarried(Param param, double value) {
+  if (param != Param::kTemperature && param != Param::kTopP) return value;
+  return static_cast<double>(static_cast<float>(value));
+}
+
 // Checks the model and its parameters; returns false after denying.
 bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
                  Decision& d, std::string* allow_rule, std::string* clamp_rule) {
@@ -169,13 +179,13 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
     if (!requested && !r.defaults.Has(param)) {
       // Omitted, and no default is known (seed; anything when the caller gave no
       // defaults): "unset" could be anything, so the bound's value is used instead.
-      const double applied = rule.hi != kNoMax ? rule.hi : rule.lo;
+      const double applied = AsCarried(param, rule.hi != kNoMax ? rule.hi : rule.lo);
       if (applied == kNoMin) continue;  // a tool_choice set: the parser always sets it
       d.effective.Set(param, applied);
       d.clamps.push_back({ParamName(param), "unset", FormatParamValue(param, applied)});
       if (clamp_rule->empty()) {
         for (const GrantBound& part : rule.parts) {
-          if (part.max == applied || part.min == applied) {
+          if (AsCarried(param, part.max) == applied || AsCarried(param, part.min) == applied) {
             *clamp_rule = part.rule_id;
             break;
           }
@@ -183,7 +193,7 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
       }
       continue;
     }
-    double v = requested ? r.params.Get(param) : r.defaults.Get(param);
+    const double v = AsCarried(param, requested ? r.params.Get(param) : r.defaults.Get(param));
     const std::string shown =
         requested ? FormatParamValue(param, v)
                   : absl::StrCat("unset (default ", FormatParamValue(param, v), ")");
@@ -193,7 +203,8 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
     for (const GrantBound& part : rule.parts) {
       bool outside = param == Param::kToolChoice
                          ? !(part.allowed_mask & (1u << static_cast<int>(v)))
-                         : (compared < part.min || compared > part.max);
+                         : (compared < AsCarried(param, part.min) ||
+                            compared > AsCarried(param, part.max));
       if (!outside) continue;
       if (part.action == BoundAction::kReject || param == Param::kToolChoice) {
         Deny(d, part.rule_id, "parameter_out_of_range",
@@ -205,7 +216,7 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
     }
     double applied = v;
     if (clamp_part != nullptr) {
-      applied = std::min(std::max(compared, rule.lo), rule.hi);
+      applied = std::min(std::max(compared, AsCarried(param, rule.lo)), AsCarried(param, rule.hi));
       d.clamps.push_back({ParamName(param), requested ? shown : "unset",
                           FormatParamValue(param, applied)});
       if (clamp_rule->empty()) *clamp_rule = clamp_part->rule_id;

@@ -131,6 +131,40 @@ TEST(DecideTest, NumericBoundClampsBothWays) {
   EXPECT_DOUBLE_EQ(d.effective.Get(Param::kTopK), 5);
 }
 
+// Before: a router, which holds temperature as the float its parser made (1.2 became
+// 1.2000000477), denied a request of temperature 1.2 under "max: 1.2" that explain,
+// holding the double 1.2, allowed (found by //tests/integration:explain_enforce_test).
+TEST(DecideTest, TemperatureAndTopPAreDecidedAsTheFloatsTheWorkerGets) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    models:\n"
+      "      m1:\n"
+      "        temperature: {min: 0.3, max: 1.2, action: reject}\n"
+      "        top_p: {max: 0.6, action: clamp}\n");
+  for (double t : {1.2, static_cast<double>(1.2f), 0.3, static_cast<double>(0.3f)}) {
+    PolicyRequest r = Req("alice");
+    r.params.Set(Param::kTemperature, t);
+    Decision d = Decide(*snap, r);
+    EXPECT_EQ(d.verdict, Verdict::kClamp) << t << ": " << d.message;  // top_p unset
+    EXPECT_EQ(d.rule_id, "grants[0].models.m1.top_p");
+    EXPECT_EQ(d.effective.Get(Param::kTemperature), static_cast<double>(static_cast<float>(t)));
+  }
+  // 1.2000001 is that float too (it is nearer to it than to the next); 1.2000002 is not.
+  EXPECT_NE(Decide(*snap, WithParam(Req("alice"), Param::kTemperature, "1.2000001")).verdict,
+            Verdict::kDeny);
+  EXPECT_EQ(Decide(*snap, WithParam(Req("alice"), Param::kTemperature, "1.2000002")).verdict,
+            Verdict::kDeny);
+  // A clamp applies the bound as a float, which is what the worker is sent.
+  PolicyRequest r = WithParam(Req("alice"), Param::kTemperature, "1");
+  r.params.Set(Param::kTopP, static_cast<double>(0.6f));
+  EXPECT_EQ(Decide(*snap, r).verdict, Verdict::kAllow);
+  r = WithParam(r, Param::kTopP, "0.9");
+  Decision d = Decide(*snap, r);
+  EXPECT_EQ(d.verdict, Verdict::kClamp);
+  EXPECT_EQ(d.effective.Get(Param::kTopP), static_cast<double>(0.6f));
+  EXPECT_EQ(d.clamps[0].applied, "0.6");
+}
+
 TEST(DecideTest, OmittedMaxTokensGetsTheBound) {
   auto snap = MustLoad("  - {user: alice, models: {m1: {max_tokens: {max: 512, action: reject}}}}\n");
   Decision d = Decide(*snap, Req("alice"));
