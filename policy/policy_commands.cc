@@ -135,9 +135,13 @@ int RunExplain(const std::vector<std::string>& args) {
     } else if (flag == "--offer-tool") {
       request.offered_tools.push_back(value);
     } else if (flag == "--tool-choice-name") {
-      request.tool_choice_name = value;
+      request.tool_choice_name = value;  // tool_choice is then named, as in a request
+      request.params.Set(Param::kToolChoice, static_cast<double>(ToolChoice::kNamed));
     } else if (flag == "--template-kwarg") {
-      request.template_kwargs.push_back(value);
+      const size_t eq = value.find('=');
+      if (eq == std::string::npos) return Usage("--template-kwarg expects KEY=JSON");
+      absl::Status added = AddTemplateKwarg(&request, value.substr(0, eq), value.substr(eq + 1));
+      if (!added.ok()) return Usage(std::string(added.message()).c_str());
     } else if (flag == "--default-max-tokens") {
       if (!absl::SimpleAtoi(value, &default_max_tokens)) {
         return Usage("--default-max-tokens needs a whole number");
@@ -180,7 +184,7 @@ const cli::Subcommand kPolicyCommand = {
     "       gantry policy explain FILE (--key K | --user U) [--model M]\n"
     "                             [--param NAME=VALUE ...] [--tool NAME [--args JSON] ...]\n"
     "                             [--offer-tool NAME ...] [--tool-choice-name NAME]\n"
-    "                             [--template-kwarg KEY ...] [--default-max-tokens N]\n"
+    "                             [--template-kwarg KEY=JSON ...] [--default-max-tokens N]\n"
     "                             [--command \"ARGV...\" ...] [--cwd DIR]\n"
     "\n"
     "check    validates FILE (schema: docs/policy.md) and runs its inline examples\n"
@@ -196,8 +200,8 @@ const cli::Subcommand kPolicyCommand = {
     "  --tool NAME      a tool call the model emits; --args '{\"path\":\"/workspace/a\"}'\n"
     "                   gives its arguments as JSON text (as the router reads them)\n"
     "  --offer-tool N   a tool the request offers the model (its `tools`)\n"
-    "  --tool-choice-name N  the tool a named tool_choice names\n"
-    "  --template-kwarg K    a chat_template_kwargs key other than enable_thinking\n"
+    "  --tool-choice-name N  tool_choice names tool N\n"
+    "  --template-kwarg K=J  a chat_template_kwargs member (J: its JSON value)\n"
     "  --default-max-tokens N  the bundle's default output cap (default 1024)\n"
     "  --command ARGV   a command line; argv[0] must be the resolved absolute path\n"
     "\n"

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json.h"
@@ -80,13 +81,41 @@ bool FlagAllowed(absl::string_view arg, const std::vector<std::string>& allowed)
   return false;
 }
 
+// An argument name as a lenient JSON reader may match it: cut at a NUL (C strings),
+// blanks trimmed, ASCII letters lowered, and the two non-ASCII letters that Unicode case
+// folding maps onto ASCII ones (U+017F long s -> s, U+212A Kelvin sign -> k), as Go's
+// encoding/json and cJSON's case-insensitive lookups do.
+std::string FoldArgName(absl::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size() && name[i] != '\0'; ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c == 0xC5 && i + 1 < name.size() && static_cast<unsigned char>(name[i + 1]) == 0xBF) {
+      out.push_back('s');
+      i += 1;
+    } else if (c == 0xE2 && i + 2 < name.size() && static_cast<unsigned char>(name[i + 1]) == 0x84 &&
+               static_cast<unsigned char>(name[i + 2]) == 0xAA) {
+      out.push_back('k');
+      i += 2;
+    } else {
+      out.push_back(static_cast<char>(absl::ascii_tolower(c)));
+    }
+  }
+  return std::string(absl::StripAsciiWhitespace(out));
+}
+
 // Why `constraint` rejects the call's arguments, or "".
 std::string ArgMismatch(const ArgConstraint& c, const ToolCallRequest& call) {
   const std::string* value = nullptr;
+  const std::string folded = FoldArgName(c.arg);
   for (const auto& [name, text] : call.args) {
     if (name == c.arg) {
       if (value != nullptr) return absl::StrCat("argument '", c.arg, "' appears twice");
       value = &text;
+    } else if (FoldArgName(name) == folded) {
+      // "Path" next to "path": a reader that matches keys without regard to case (or
+      // that stops at a NUL) may run the unchecked one.
+      return absl::StrCat("an argument named like '", c.arg,
+                          "' (another case, blanks or a NUL) stands beside it");
     }
   }
   if (value == nullptr) return absl::StrCat("argument '", c.arg, "' is required by ", c.rule_id);
@@ -176,6 +205,10 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
       continue;
     }
     const bool requested = r.params.Has(param);
+    if (!requested && r.offered_tools.empty() &&
+        (param == Param::kParallelToolCalls || param == Param::kToolChoice)) {
+      continue;  // no tools offered: no call to bound, whatever the default
+    }
     if (!requested && !r.defaults.Has(param)) {
       // Omitted, and no default is known (seed; anything when the caller gave no
       // defaults): "unset" could be anything, so the bound's value is used instead.
@@ -490,6 +523,20 @@ Decision Decide(const Snapshot& s, const PolicyRequest& r) {
     d.rule_id = std::move(allow_rule);
   }
   return d;
+}
+
+absl::Status AddTemplateKwarg(PolicyRequest* request, absl::string_view key,
+                              absl::string_view value_json) {
+  if (key == "enable_thinking") {
+    if (value_json != "true" && value_json != "false") {
+      return absl::InvalidArgumentError("chat_template_kwargs.enable_thinking must be true or false");
+    }
+    request->params.Set(Param::kEnableThinking, value_json == "true" ? 1 : 0);
+    return absl::OkStatus();
+  }
+  auto& keys = request->template_kwargs;
+  keys.insert(std::lower_bound(keys.begin(), keys.end(), key), std::string(key));
+  return absl::OkStatus();
 }
 
 void CompleteAsServed(PolicyRequest* request, uint32_t default_max_tokens) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "policy/policy_types.h"
 
@@ -38,6 +39,13 @@ Decision Decide(const Snapshot& snapshot, const PolicyRequest& request);
 // Precondition: argv is non-empty.
 std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv,
                                 absl::string_view cwd = "");
+
+// Adds one chat_template_kwargs member (its value as JSON text) as Decide() reads it:
+// enable_thinking becomes that parameter (the value must be true or false: else
+// INVALID_ARGUMENT), every other key goes to template_kwargs (kept sorted), which
+// Decide() refuses. The router and `gantry policy explain --template-kwarg` both call it.
+absl::Status AddTemplateKwarg(PolicyRequest* request, absl::string_view key,
+                              absl::string_view value_json);
 
 // Completes `request` as a served request always is: `defaults` becomes
 // ServingDefaults(default_max_tokens) and, when tools are offered without a

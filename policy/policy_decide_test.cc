@@ -193,8 +193,10 @@ TEST(DecideTest, StopStringsToolChoiceParallelReasoning) {
   Decision d = Decide(*snap, WithParam(Req("alice"), Param::kToolChoice, "required"));
   EXPECT_EQ(d.verdict, Verdict::kDeny);
   EXPECT_EQ(d.rule_id, "grants[0].models.m1.tool_choice");
-  // Served: parallel_tool_calls omitted is true (the worker's default), clamped to false.
+  // Served, offering a tool: parallel_tool_calls omitted is true (the worker's default),
+  // clamped to false.
   auto served = [](PolicyRequest r) {
+    r.offered_tools = {"t"};
     CompleteAsServed(&r, 1024);
     return r;
   };
@@ -605,6 +607,55 @@ TEST(DecideTest, ToProtoCarriesEverything) {
   ASSERT_EQ(proto.clamps_size(), 1);
   EXPECT_EQ(proto.clamps(0).requested(), "99");
   EXPECT_EQ(proto.clamps(0).applied(), "10");
+}
+
+}  // namespace
+}  // namespace gantry::policy
+
+namespace gantry::policy {
+namespace {
+
+// A second key that a lenient reader takes for the constrained one (Go's encoding/json
+// and cJSON match keys without regard to case; C strings stop at a NUL) is refused
+// (red team F1): {"path": "/workspace/a", "Path": "/etc/shadow"}.
+// parallel_tool_calls {allowed: false} under reject: an omitted value is true, which the
+// bound refuses, but only where tools are offered; without tools there is no call.
+TEST(DecideTest, ToolBoundsApplyOnlyWhereToolsAreOffered) {
+  auto snap = MustLoad("  - {user: alice, models: {m1: {parallel_tool_calls: {allowed: false}}}}\n");
+  PolicyRequest r = Req("alice");
+  CompleteAsServed(&r, 1024);
+  EXPECT_EQ(Decide(*snap, r).verdict, Verdict::kAllow);
+  r.offered_tools = {"t"};
+  CompleteAsServed(&r, 1024);
+  EXPECT_EQ(Decide(*snap, r).reason, "parameter_out_of_range");
+}
+
+TEST(DecideTest, LookAlikeArgumentKeysAreRefused) {
+  auto snap = MustLoad(
+      "  - user: alice\n"
+      "    tools:\n"
+      "      read_file: {args: {path: {globs: [\"/workspace/**\"]}}}\n");
+  auto decide = [&](const std::string& json) {
+    PolicyRequest r = Req("alice");
+    r.model.clear();
+    r.tools.push_back(ToolCallFromJson("read_file", json));
+    return Decide(*snap, r);
+  };
+  EXPECT_EQ(decide(R"({"path":"/workspace/a","limit":3})").verdict, Verdict::kAllow);
+  for (const char* json : {R"({"path":"/workspace/a","Path":"/etc/shadow"})",
+                           R"({"PATH":"/etc/shadow","path":"/workspace/a"})",
+                           R"({"path":"/workspace/a","path\u0000":"/etc/shadow"})",
+                           R"({"path":"/workspace/a","path ":"/etc/shadow"})"}) {
+    Decision d = decide(json);
+    EXPECT_EQ(d.reason, "tool_arguments_not_allowed") << json;
+    EXPECT_EQ(d.rule_id, "grants[0].tools.read_file.args.path") << json;
+  }
+  // Unicode case folding maps the Kelvin sign onto k: "\u212aind" reads as "kind".
+  auto kinds = MustLoad("  - {user: alice, tools: {open: {args: {kind: {one_of: [text]}}}}}\n");
+  PolicyRequest r = Req("alice");
+  r.model.clear();
+  r.tools.push_back(ToolCallFromJson("open", "{\"kind\":\"text\",\"\xe2\x84\xaaind\":\"exec\"}"));
+  EXPECT_EQ(Decide(*kinds, r).reason, "tool_arguments_not_allowed");
 }
 
 }  // namespace

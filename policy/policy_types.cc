@@ -95,6 +95,18 @@ absl::StatusOr<double> ParseParamValue(Param param, absl::string_view text) {
       }
       return absl::InvalidArgumentError(absl::StrCat(
           "reasoning_effort: expected low, medium or high, got '", text, "'"));
+    case Param::kSeed: {
+      // As the router carries a request's seed: a 64-bit unsigned value; a negative
+      // one (-1, "random" to llama.cpp) wraps, as it does on the wire.
+      int64_t signed_seed = 0;
+      uint64_t seed = 0;
+      if (absl::SimpleAtoi(text, &seed)) return static_cast<double>(seed);
+      if (absl::SimpleAtoi(text, &signed_seed)) {
+        return static_cast<double>(static_cast<uint64_t>(signed_seed));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("seed: expected a whole number, got '", text, "'"));
+    }
     default:
       break;
   }

@@ -742,16 +742,9 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     SetParam(&ask.params, P::kReasoningEffort, effort);
   }
   for (const auto& [key, value_json] : req.template_kwargs_json()) {
-    if (key != "enable_thinking") {
-      ask.template_kwargs.push_back(key);
-      continue;
-    }
-    if (value_json != "true" && value_json != "false") {
-      return ReasonError("invalid_request", "chat_template_kwargs.enable_thinking must be true or false");
-    }
-    SetParam(&ask.params, P::kEnableThinking, value_json == "true" ? 1 : 0);
+    absl::Status added = policy::AddTemplateKwarg(&ask, key, value_json);
+    if (!added.ok()) return ReasonError("invalid_request", added.message());
   }
-  std::sort(ask.template_kwargs.begin(), ask.template_kwargs.end());  // a map's order is not fixed
   for (const v1::ToolDefinition& tool : req.tools()) ask.offered_tools.push_back(tool.name());
   ask.tool_choice_name = req.tool_choice_name();
   policy::CompleteAsServed(&ask, facts ? facts->default_max_tokens : policy::kDefaultMaxTokens);
@@ -814,6 +807,11 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   req.mutable_sampling()->set_top_k(static_cast<uint32_t>(value_of(P::kTopK)));
   if (e.Has(P::kSeed)) req.mutable_sampling()->set_seed(static_cast<uint64_t>(e.Get(P::kSeed)));
   req.set_parallel_tool_calls(value_of(P::kParallelToolCalls) != 0);
+  if (e.Has(P::kStopStrings) && e.Get(P::kStopStrings) < req.stop_size()) {
+    // A clamped number of stop strings: the first ones are kept.
+    const int keep = static_cast<int>(e.Get(P::kStopStrings));
+    req.mutable_stop()->DeleteSubrange(keep, req.stop_size() - keep);
+  }
   if (e.Has(P::kReasoningEffort)) {
     int effort = static_cast<int>(e.Get(P::kReasoningEffort));
     req.set_reasoning_effort(effort <= 1 ? "low" : effort == 2 ? "medium" : "high");
@@ -892,6 +890,24 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     uint32_t room = context_length > prompt_count ? context_length - prompt_count : 0;
     uint32_t reserve = std::min(default_max_tokens, room);
     if (policy_max_tokens) reserve = std::min(reserve, *policy_max_tokens);
+    if (reserve < (policy_max_tokens ? *policy_max_tokens : default_max_tokens)) {
+      // The room the prompt leaves lowers the output cap below what was decided: decide
+      // the value that will be used (a grant's min may refuse it).
+      policy::PolicyRequest lowered = ask;
+      lowered.params.Set(P::kMaxTokens, reserve);
+      const policy::Decision again = policy::Decide(*snapshot, lowered);
+      if (again.verdict == policy::Verdict::kDeny) {
+        return reject(ReasonError(
+            "policy_denied", absl::StrCat("denied by rule ", again.rule_id, " (", again.reason,
+                                          "): the prompt has ", prompt_count,
+                                          " tokens, which leaves room for ", reserve,
+                                          " output tokens of the context's ", context_length,
+                                          ": ", again.message)));
+      }
+      if (again.effective.Has(P::kMaxTokens)) {
+        reserve = static_cast<uint32_t>(again.effective.Get(P::kMaxTokens));  // a clamp up
+      }
+    }
     req.set_max_tokens(reserve);
   }
   if (prompt_count >= context_length ||

@@ -28,6 +28,7 @@ constexpr char kGrants[] =
     "      test-model:\n"
     "        parallel_tool_calls: {allowed: false, action: clamp}\n"
     "        top_k: {max: 40, action: clamp}\n"
+    "        stop_strings: {max: 1, action: clamp}\n"
     "    tools:\n"
     "      read_file: {args: {path: {globs: [\"/workspace/**\"]}}}\n"
     "      list_dir: {}\n"
@@ -199,6 +200,16 @@ TEST_F(ToolPolicyTest, OmittedParametersAreDecidedAsUsedAndSent) {
   ASSERT_TRUE(sent.sampling().has_temperature());
   EXPECT_EQ(sent.sampling().temperature(), 0.0f);
   EXPECT_EQ(r.Header("x-gantry-policy-rule"), "grants[0].models.test-model.top_k");  // the first clamp
+}
+
+// Before: a clamped stop_strings was decided (verdict clamp, applied 1) and every stop
+// string still went to the worker (found by //tests/integration:explain_enforce_test).
+TEST_F(ToolPolicyTest, ClampedStopStringsAreCutToTheBound) {
+  http::TestResponse r = Post(R"(,"stop":["END","STOP","HALT"])");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(worker_->requests().size(), 1u);
+  ASSERT_EQ(worker_->requests()[0].stop_size(), 1);
+  EXPECT_EQ(worker_->requests()[0].stop(0), "END");
 }
 
 TEST_F(ToolPolicyTest, TemplateKwargsNeedAGrant) {

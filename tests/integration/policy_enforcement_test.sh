@@ -38,6 +38,7 @@ principals:
     - {name: dana, key_sha256: $(h k-dana), priority: interactive}
     - {name: zed, key_sha256: $(h k-zed), priority: interactive}
     - {name: tess, key_sha256: $(h k-tess), priority: interactive}
+    - {name: minnie, key_sha256: $(h k-minnie), priority: interactive}
 grants:
   - user: dana
     models:
@@ -55,6 +56,10 @@ grants:
   - user: tess
     models: {gantry-demo: {}}
     budgets: {tokens_per_day: 0}
+  - user: minnie
+    models:
+      gantry-demo:
+        max_tokens: {min: 50, action: reject}
 YAML
 "$g" policy check "$tmp/policy.yaml" >/dev/null 2>&1 && ok policy-check || bad policy-check "$("$g" policy check "$tmp/policy.yaml" 2>&1)"
 
@@ -138,5 +143,15 @@ status=$(post k-dana /v1/chat/completions "$(chat 'read two files')")
 status=$(post k-dana /v1/chat/completions "$(chat hi ',"chat_template_kwargs":{"enable_thinking":true}')")
 [ "$status" = 403 ] && grep -q parameter_not_granted "$tmp/body" && ok template-kwarg-not-granted ||
   bad template-kwarg-not-granted "$status $(cat "$tmp/body")"
+
+# 6. An output cap lowered by the room the prompt leaves is decided again. Before (red
+# team): a grant's min of 50 was undercut (23 sent). The bundle: context 2048, default
+# output 64; about 2,000 prompt tokens leave less than 50.
+long=$(printf ' word%.0s' $(seq 1 1995))
+status=$(post k-minnie /v1/chat/completions "{\"model\":\"gantry-demo\",\"messages\":[{\"role\":\"user\",\"content\":\"$long\"}]}")
+[ "$status" = 403 ] && grep -q 'grants\[4\].models.gantry-demo.max_tokens' "$tmp/body" && grep -q 'leaves room for' "$tmp/body" &&
+  ok lowered-output-cap-decided || bad lowered-output-cap-decided "$status $(head -c 600 "$tmp/body")"
+status=$(post k-minnie /v1/chat/completions '{"model":"gantry-demo","messages":[{"role":"user","content":"hi"}]}')
+[ "$status" = 200 ] && ok roomy-output-cap-admitted || bad roomy-output-cap-admitted "$status $(cat "$tmp/body")"
 
 finish
