@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "common/error_codes.h"
@@ -1050,6 +1051,24 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   if (!admitted.ok()) return Fail(writer, admitted.status(), policy_headers);
   Call& call = **admitted;
   policy_headers = call.headers();
+  if (api == Api::kResponses) {
+    // The response object echoes the tools the model was offered: not the stripped ones.
+    for (const auto& [name, value] : policy_headers) {
+      if (name != "x-gantry-tools-stripped") continue;
+      const std::vector<std::string> stripped = absl::StrSplit(value, ',');
+      if (Value* tools = echo.Find("tools"); tools != nullptr && tools->is_array()) {
+        auto& items = tools->items();
+        items.erase(std::remove_if(items.begin(), items.end(),
+                                   [&](const Value& tool) {
+                                     const Value* n = tool.Find("name");
+                                     return n != nullptr && n->is_string() &&
+                                            std::find(stripped.begin(), stripped.end(),
+                                                      n->as_string()) != stripped.end();
+                                   }),
+                    items.end());
+      }
+    }
+  }
   const std::string request_id = call.request_id();
   const std::string model_name = call.model();
   broker::Broker* broker = options_.broker;

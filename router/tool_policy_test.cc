@@ -98,6 +98,17 @@ TEST_F(ToolPolicyTest, OfferedToolsAreDecidedAndUngrantedOnesStrippedByDefault) 
   EXPECT_EQ(worker_->requests()[0].tools(0).name(), "read_file");
 }
 
+// The Responses object echoes the tools the model was offered, without the stripped.
+TEST_F(ToolPolicyTest, ResponsesEchoesOnlyTheOfferedTools) {
+  http::TestResponse r = Post(
+      R"(,"tools":[{"type":"function","name":"read_file"},{"type":"function","name":"write_file"}])",
+      "/v1/responses");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-gantry-tools-stripped"), "write_file");
+  EXPECT_TRUE(absl::StrContains(r.body, R"("name":"read_file")")) << r.body;
+  EXPECT_FALSE(absl::StrContains(r.body, "write_file")) << r.body;
+}
+
 TEST_F(ToolPolicyTest, DuplicateOfferedToolIsRefused) {
   http::TestResponse r = Post(
       R"(,"tool_choice":"auto","tools":[{"type":"function","function":{"name":"list_dir"}},{"type":"function","function":{"name":"list_dir"}}])");

@@ -168,18 +168,25 @@ class InputMapper {
   std::vector<std::string> id_paths_;
 };
 
-// Responses reasoning.effort -> the internal low / medium / high ("" for none).
+// Responses reasoning.effort -> the internal low / medium / high. "none" is refused,
+// not read as "unset" (which is decided as medium): reasoning cannot be switched off
+// this way, and a client asking for none must not silently get some.
 absl::StatusOr<std::string> ReasoningEffort(const Value& reasoning) {
   if (!reasoning.is_object()) return WrongType("reasoning", "an object", reasoning);
   const Value* effort = Field(reasoning, "effort");
   if (effort == nullptr) return std::string();
   auto s = GetString(*effort, "reasoning.effort");
   if (!s.ok()) return s.status();
-  if (*s == "none") return std::string();
+  if (*s == "none") {
+    return Invalid("reasoning.effort",
+                   "none is not supported (send minimal, low, medium, high or xhigh; a "
+                   "thinking template is switched off with chat_template_kwargs "
+                   "enable_thinking where the policy grants it)");
+  }
   if (*s == "minimal" || *s == "low") return std::string("low");
   if (*s == "medium") return std::string("medium");
   if (*s == "high" || *s == "xhigh") return std::string("high");
-  return Invalid("reasoning.effort", "must be none, minimal, low, medium, high or xhigh");
+  return Invalid("reasoning.effort", "must be minimal, low, medium, high or xhigh");
 }
 
 }  // namespace
