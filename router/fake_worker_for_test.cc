@@ -108,7 +108,7 @@ void FakeWorkerForTest::Run() {
   bundle.set_identity_sha256(std::string(64, 'b'));
   bundle.set_tool_protocol(options_.tool_protocol);
   bundle.set_context_length(options_.context_length);
-  bundle.set_default_max_tokens(256);
+  bundle.set_default_max_tokens(options_.default_max_tokens);
 
   std::map<std::string, Active> active;
   auto send = [&](const wire::WorkerMessage& m) {

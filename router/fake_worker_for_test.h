@@ -56,6 +56,7 @@ struct FakeWorkerOptions {
   std::string model = "test-model";
   std::string tool_protocol = "hermes_json";
   uint32_t context_length = 4096;
+  uint32_t default_max_tokens = 256;  // the bundle's output cap, as READY reports it
   uint32_t slots = 2;
   uint32_t heartbeat_interval_ms = 1000;
   // Played for every REQUEST. Default: "Hello" ", world" then FINISH_STOP.
