@@ -80,10 +80,13 @@ int main(int argc, char** argv) {
       r.params.Set(Param::kMaxTokens, rng() % 4 == 0 ? 20000 : 500 + rng() % 500);
       r.params.Set(Param::kTemperature, 0.5 + (rng() % 50) / 100.0);
       if (rng() % 2) r.params.Set(Param::kTopP, 0.1 + (rng() % 40) / 100.0);
+      r.params.Set(Param::kTopK, 10 + rng() % 10);  // omitted, top_k is off: most bounds refuse it
       if (rng() % 5 != 0) {
         r.tools.clear();
         r.commands.clear();
       }
+      // As the router decides: omitted parameters as the worker's defaults.
+      CompleteAsServed(&r, 1024);
       requests.push_back(std::move(r));
     }
     std::vector<int64_t> ns;

@@ -227,9 +227,11 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
       continue;
     }
     const double v = AsCarried(param, requested ? r.params.Get(param) : r.defaults.Get(param));
-    const std::string shown =
-        requested ? FormatParamValue(param, v)
-                  : absl::StrCat("unset (default ", FormatParamValue(param, v), ")");
+    // The value as messages show it; made only for a denial or a clamp.
+    auto shown = [&] {
+      return requested ? FormatParamValue(param, v)
+                       : absl::StrCat("unset (default ", FormatParamValue(param, v), ")");
+    };
     // top_k 0 means "off": every token, compared as no bound at all.
     const double compared = param == Param::kTopK && v == 0 ? kNoMax : v;
     const GrantBound* clamp_part = nullptr;
@@ -241,7 +243,7 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
       if (!outside) continue;
       if (part.action == BoundAction::kReject || param == Param::kToolChoice) {
         Deny(d, part.rule_id, "parameter_out_of_range",
-             absl::StrCat(ParamName(param), " = ", shown, " is outside the bound of ",
+             absl::StrCat(ParamName(param), " = ", shown(), " is outside the bound of ",
                           part.rule_id));
         return false;
       }
@@ -250,7 +252,7 @@ bool DecideModel(const Snapshot& s, const Principal& p, const PolicyRequest& r,
     double applied = v;
     if (clamp_part != nullptr) {
       applied = std::min(std::max(compared, AsCarried(param, rule.lo)), AsCarried(param, rule.hi));
-      d.clamps.push_back({ParamName(param), requested ? shown : "unset",
+      d.clamps.push_back({ParamName(param), requested ? shown() : "unset",
                           FormatParamValue(param, applied)});
       if (clamp_rule->empty()) *clamp_rule = clamp_part->rule_id;
     }
