@@ -252,7 +252,7 @@ ServedRequest RandomServedRequest(const GeneratedPolicy& policy, std::mt19937_64
   if (Coin(rng, 20)) r.params.Set(Param::kReasoningEffort, 1 + Pick(rng, 3));
   if (Coin(rng, 15)) r.params.Set(Param::kEnableThinking, Pick(rng, 2));
   if (Coin(rng, 5)) r.template_kwargs.push_back("custom_flag");
-  if (Coin(rng, 50)) {
+  if (Coin(rng, 75)) {
     std::vector<std::string> names(std::begin(kOffered), std::end(kOffered));
     std::shuffle(names.begin(), names.end(), rng);
     for (const std::string& name : names) {
@@ -268,8 +268,13 @@ ServedRequest RandomServedRequest(const GeneratedPolicy& policy, std::mt19937_64
   }
   const int calls = Coin(rng, 60) ? (Coin(rng, 75) ? 1 : 2) : 0;
   for (int i = 0; i < calls; ++i) {
-    ModelToolCall call{kCalled[Pick(rng, std::size(kCalled))], ""};
-    call.arguments_json = Coin(rng, 65)
+    // Mostly a tool the request offers (a worker refuses any other call), sometimes
+    // any name, as a rogue worker might send it.
+    ModelToolCall call{!r.offered_tools.empty() && Coin(rng, 85)
+                           ? r.offered_tools[Pick(rng, r.offered_tools.size())]
+                           : kCalled[Pick(rng, std::size(kCalled))],
+                       ""};
+    call.arguments_json = Coin(rng, 80)
                               ? absl::StrCat(R"({"path":")", kPaths[Pick(rng, 6)], R"("})")
                               : kBadArguments[Pick(rng, std::size(kBadArguments))];
     s.model_calls.push_back(std::move(call));

@@ -50,14 +50,15 @@ class AccessibilityTest : public ::testing::Test {
 
   // A streamed request; `on_chunk` sees the body as it arrives. Returns the body.
   std::string Stream(const std::string& key, const std::string& path,
-                     const std::function<void(absl::string_view)>& on_chunk = nullptr) {
+                     const std::function<void(absl::string_view)>& on_chunk = nullptr,
+                     const std::string& extra = "") {
     auto client = http::TestHttpClient::Connect(router_->port());
     EXPECT_TRUE(client.ok());
     const bool responses = path == "/v1/responses";
     std::string body = responses
         ? absl::StrCat(R"({"model":")", kModel, R"(","stream":true,"input":"hi"})")
         : absl::StrCat(R"({"model":")", kModel,
-                       R"(","stream":true,"messages":[{"role":"user","content":"hi"}]})");
+                       R"(","stream":true,"messages":[{"role":"user","content":"hi"}])", extra, "}");
     EXPECT_TRUE(client->SendRequest("POST", path, body,
                                     {{"Authorization", "Bearer " + key},
                                      {"Content-Type", "application/json"}}).ok());
@@ -79,6 +80,7 @@ class AccessibilityTest : public ::testing::Test {
       const json::Value* choices = chunk->Find("choices");
       if (choices == nullptr) {  // a Responses event
         const json::Value* type = chunk->Find("type");
+        if (type == nullptr || !type->is_string()) continue;  // an error event
         if (type->as_string() == field) out.push_back(chunk->Find("delta")->as_string());
         continue;
       }
@@ -134,7 +136,8 @@ TEST_F(AccessibilityTest, ReasoningAndToolCallsAreNotRegrouped) {
                       FakeStep::Text("Let me"), FakeStep::Text(" look"),
                       FakeStep::ToolCall("read_file", R"({"path":"a"})"),
                       FakeStep::Finish(v1::FINISH_TOOL_CALLS)});
-  std::string body = Stream("k-ada", "/v1/chat/completions");
+  std::string body = Stream("k-ada", "/v1/chat/completions", nullptr,
+                            R"(,"tools":[{"type":"function","function":{"name":"read_file"}}])");
   EXPECT_EQ(Deltas(body, "reasoning_content"), (std::vector<std::string>{"a", "b"}));
   // The open sentence is released before the call, in order.
   EXPECT_EQ(Deltas(body, "content"), (std::vector<std::string>{"Let me look"}));

@@ -500,6 +500,7 @@ struct Gateway::Call::State {
   // same turn cannot follow calls a client already received; then they go out in order.
   std::shared_ptr<const policy::Snapshot> snapshot;
   std::string principal;
+  std::vector<std::string> offered_tools;  // as dispatched (the stripped ones removed)
   std::deque<v1::StreamEvent> held_calls;
   std::deque<v1::StreamEvent> ready;  // decided events NextFromWorker hands out first
   // Set by the first denied call: nothing more of the worker's output is handed out,
@@ -640,7 +641,17 @@ Gateway::Output Gateway::DecideOutput(Call::State& st, v1::StreamEvent* event) {
   policy::PolicyRequest ask;
   ask.principal = st.principal;
   ask.tools.push_back(policy::ToolCallFromJson(call.name(), call.arguments_json()));
-  const policy::Decision decision = policy::Decide(*st.snapshot, ask);
+  policy::Decision decision = policy::Decide(*st.snapshot, ask);
+  if (decision.verdict != policy::Verdict::kDeny &&
+      std::find(st.offered_tools.begin(), st.offered_tools.end(), call.name()) ==
+          st.offered_tools.end()) {
+    // Granted, but not a tool this request offered the model (or one the policy
+    // stripped): a worker validates calls against the offered tools, so only a faulty or
+    // rogue one sends this, and it is not passed on.
+    decision.verdict = policy::Verdict::kDeny;
+    decision.rule_id = "request";
+    decision.reason = "tool_not_offered";
+  }
   const bool allowed = decision.verdict != policy::Verdict::kDeny;
   // The ledger gets the call's name, index, verdict and rule, never its argument
   // values (a denied call may name a secret path).
@@ -947,6 +958,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   st.gateway = this;
   st.snapshot = snapshot;
   st.principal = principal_name;
+  for (const v1::ToolDefinition& tool : req.tools()) st.offered_tools.push_back(tool.name());
   st.request_id = request_id;
   st.model = req.model();
   st.received_us = input.received_us;

@@ -184,17 +184,28 @@ TEST_F(ToolPolicyTest, MalformedAndConfusableCallsAreDenied) {
   }
 }
 
+// A granted tool the request did not offer (list_dir here): a real worker refuses such a
+// call, so only a faulty or rogue one (this TEST DOUBLE) sends it; it is not passed on.
+TEST_F(ToolPolicyTest, ACallOfAToolNotOfferedIsDenied) {
+  ModelCalls({FakeStep::ToolCall("list_dir", R"({"path":"/workspace"})")});
+  http::TestResponse r = Post("");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, "rule request (tool_not_offered)")) << r.body;
+}
+
 TEST_F(ToolPolicyTest, AllowedCallsGoOutInOrder) {
   ModelCalls({FakeStep::ToolCall("read_file", R"({"path":"/workspace/a.c"})"),
               FakeStep::ToolCall("list_dir", R"({"path":"/"})")});
-  http::TestResponse whole = Post("");
+  const std::string both =
+      R"(,"tools":[{"type":"function","function":{"name":"read_file"}},{"type":"function","function":{"name":"list_dir"}}])";
+  http::TestResponse whole = Post(both);
   ASSERT_EQ(whole.status, 200) << whole.body;
   const size_t a = whole.body.find("/workspace/a.c");
   const size_t b = whole.body.find("list_dir");
   ASSERT_NE(a, std::string::npos) << whole.body;
   ASSERT_NE(b, std::string::npos) << whole.body;
   EXPECT_LT(a, b);
-  http::TestResponse streamed = Post(R"(,"stream":true)");
+  http::TestResponse streamed = Post(both + R"(,"stream":true)");
   EXPECT_TRUE(absl::StrContains(streamed.body, "list_dir")) << streamed.body;
   EXPECT_TRUE(absl::StrContains(streamed.body, "[DONE]")) << streamed.body;
 }
