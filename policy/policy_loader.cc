@@ -330,6 +330,12 @@ class PolicyReader {
       (v == min ? bound->min : bound->max) = value;
     }
     if (bound->min > bound->max) return ctx_.Fail(at, "min is greater than max");
+    if (param == Param::kStopStrings && min != nullptr && bound->min > 0 &&
+        bound->action == BoundAction::kClamp) {
+      // Clamping up would need stop strings the request does not have.
+      return ctx_.Fail(*min, "stop_strings: a min cannot be clamped to (the router cannot add "
+                             "stop strings); use action: reject");
+    }
     return absl::OkStatus();
   }
 

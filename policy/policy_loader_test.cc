@@ -327,5 +327,21 @@ TEST(LoaderTest, AdvertisedToolsAllowNoLongerLoads) {
   EXPECT_TRUE(LoadPolicyText(text, "p.yaml").ok());
 }
 
+// A stop_strings min under clamp could not be honoured (no stop strings to add).
+TEST(LoaderTest, StopStringsMinCannotBeClamped) {
+  auto snap = LoadPolicyText(TestPolicyHead() +
+                                 "grants:\n  - user: alice\n    models:\n      m1:\n"
+                                 "        stop_strings: {min: 1, action: clamp}\n",
+                             "p.yaml");
+  ASSERT_FALSE(snap.ok());
+  EXPECT_NE(snap.status().message().find("a min cannot be clamped to"), std::string::npos)
+      << snap.status();
+  EXPECT_TRUE(LoadPolicyText(TestPolicyHead() +
+                                 "grants:\n  - user: alice\n    models:\n      m1:\n"
+                                 "        stop_strings: {min: 1, action: reject}\n",
+                             "p.yaml")
+                  .ok());
+}
+
 }  // namespace
 }  // namespace gantry::policy
