@@ -143,8 +143,8 @@ int RunExplain(const std::vector<std::string>& args) {
       absl::Status added = AddTemplateKwarg(&request, value.substr(0, eq), value.substr(eq + 1));
       if (!added.ok()) return Usage(std::string(added.message()).c_str());
     } else if (flag == "--default-max-tokens") {
-      if (!absl::SimpleAtoi(value, &default_max_tokens)) {
-        return Usage("--default-max-tokens needs a whole number");
+      if (!absl::SimpleAtoi(value, &default_max_tokens) || default_max_tokens == 0) {
+        return Usage("--default-max-tokens needs a whole number >= 1");
       }
     } else if (flag == "--command") {
       std::vector<std::string> argv;

@@ -543,7 +543,10 @@ absl::Status AddTemplateKwarg(PolicyRequest* request, absl::string_view key,
 
 void CompleteAsServed(PolicyRequest* request, uint32_t default_max_tokens) {
   request->defaults = ServingDefaults(default_max_tokens);
-  if (!request->offered_tools.empty() && !request->params.Has(Param::kToolChoice)) {
+  if (request->offered_tools.empty()) {
+    // Without tools a tool_choice means nothing (the router does not pass one on).
+    request->params.Clear(Param::kToolChoice);
+  } else if (!request->params.Has(Param::kToolChoice)) {
     request->params.Set(Param::kToolChoice, static_cast<double>(ToolChoice::kAuto));
   }
 }

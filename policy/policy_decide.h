@@ -48,8 +48,8 @@ absl::Status AddTemplateKwarg(PolicyRequest* request, absl::string_view key,
                               absl::string_view value_json);
 
 // Completes `request` as a served request always is: `defaults` becomes
-// ServingDefaults(default_max_tokens) and, when tools are offered without a
-// tool_choice, tool_choice is auto. The router, `gantry policy explain` and the
+// ServingDefaults(default_max_tokens); with tools offered and no tool_choice,
+// tool_choice is auto; without tools offered, it has none. The router, `gantry policy explain` and the
 // policy's examples all call it, so that the three decide the same request alike.
 void CompleteAsServed(PolicyRequest* request, uint32_t default_max_tokens);
 

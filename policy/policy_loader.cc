@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "common/sha256.h"
 #include "common/status.h"
 #include "policy/path_glob.h"
@@ -609,7 +610,17 @@ class PolicyReader {
             if (!value.node.IsScalar()) {
               return ctx_.Fail(value, absl::StrCat("expected a scalar, got ", DescribeYaml(value.node)));
             }
-            call.args.emplace_back(arg, value.node.Scalar());
+            // As a model's JSON arguments are read (ToolCallFromJson): an unquoted 5,
+            // true or null is not a string, so the router would refuse it where a
+            // constraint applies; an example must decide the same.
+            const std::string& text = value.node.Scalar();
+            if (IsPlainScalar(value.node)) {
+              auto parsed = json::Parse(text);
+              if (text == "~" || text.empty() || (parsed.ok() && !parsed->is_string())) {
+                call.non_string_args.push_back(arg);
+              }
+            }
+            call.args.emplace_back(arg, text);
           }
         }
         r->tools.push_back(std::move(call));

@@ -345,3 +345,27 @@ TEST(LoaderTest, StopStringsMinCannotBeClamped) {
 
 }  // namespace
 }  // namespace gantry::policy
+
+namespace gantry::policy {
+namespace {
+
+// An example's tool argument is read as a model's JSON would be: an unquoted number is
+// not a string, so a constraint refuses it, as the router does.
+TEST(LoaderTest, ExampleArgumentsAreTypedAsTheRouterReadsThem) {
+  const std::string grant =
+      "grants:\n  - user: alice\n    tools:\n      read_file: {args: {path: {globs: [\"**\"]}}}\n";
+  auto allow_number = LoadPolicyText(
+      TestPolicyHead() + grant +
+          "examples:\n  - should_allow: {principal: alice, tools: [{name: read_file, args: {path: 5}}]}\n",
+      "p.yaml");
+  EXPECT_FALSE(allow_number.ok());
+  auto deny_number = LoadPolicyText(
+      TestPolicyHead() + grant +
+          "examples:\n  - should_deny: {principal: alice, tools: [{name: read_file, args: {path: 5}}]}\n"
+          "  - should_allow: {principal: alice, tools: [{name: read_file, args: {path: '5'}}]}\n",
+      "p.yaml");
+  EXPECT_TRUE(deny_number.ok()) << deny_number.status();
+}
+
+}  // namespace
+}  // namespace gantry::policy

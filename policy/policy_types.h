@@ -76,6 +76,7 @@ struct ParamValues {
     value[static_cast<int>(p)] = v;
     present |= 1u << static_cast<int>(p);
   }
+  void Clear(Param p) { present &= ~(1u << static_cast<int>(p)); }
 };
 
 // The values a worker uses for parameters a request omits (what "unset" means on the

@@ -526,7 +526,9 @@ const std::string& Gateway::Call::model() const { return s_->model; }
 const http::HeaderList& Gateway::Call::headers() const { return s_->headers; }
 int64_t Gateway::Call::created_unix_s() const { return s_->created_unix_s; }
 v1::PriorityClass Gateway::Call::priority() const { return s_->priority; }
-bool Gateway::Call::done() const { return s_->done && s_->released.empty(); }
+bool Gateway::Call::done() const {
+  return s_->done && s_->released.empty() && s_->ready.empty();
+}
 
 void Gateway::Call::OnEvents(std::function<bool()> ready) {
   s_->queue->SetConsumer(std::move(ready));
@@ -611,14 +613,12 @@ std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
     st.gateway->RecordOutcome(st, event->terminal(), now);
     st.done = true;
     if (!st.held_calls.empty()) {
-      // The calls the policy allowed go out now, then the Terminal.
-      st.ready.push_back(std::move(*event));
-      event = std::move(st.held_calls.front());
-      st.held_calls.pop_front();
-      for (auto it = st.held_calls.rbegin(); it != st.held_calls.rend(); ++it) {
-        st.ready.push_front(std::move(*it));
-      }
-      st.held_calls.clear();
+      // The calls the policy allowed go out now, then the Terminal (`ready` is empty:
+      // NextFromWorker hands it out before reading the queue).
+      st.held_calls.push_back(std::move(*event));
+      st.ready.swap(st.held_calls);
+      event = std::move(st.ready.front());
+      st.ready.pop_front();
     }
   }
   return event;
@@ -753,9 +753,10 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     double effort = req.reasoning_effort() == "low" ? 1 : req.reasoning_effort() == "medium" ? 2 : 3;
     SetParam(&ask.params, P::kReasoningEffort, effort);
   }
+  absl::Status bad_kwarg;  // refused below, once the refusal can be recorded
   for (const auto& [key, value_json] : req.template_kwargs_json()) {
     absl::Status added = policy::AddTemplateKwarg(&ask, key, value_json);
-    if (!added.ok()) return ReasonError("invalid_request", added.message());
+    if (!added.ok() && bad_kwarg.ok()) bad_kwarg = ReasonError("invalid_request", added.message());
   }
   for (const v1::ToolDefinition& tool : req.tools()) ask.offered_tools.push_back(tool.name());
   ask.tool_choice_name = req.tool_choice_name();
@@ -789,6 +790,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     RecordEvent(request_id, "admission.decided", admission);
     return status;
   };
+  if (!bad_kwarg.ok()) return reject(bad_kwarg);
   if (decision.verdict == policy::Verdict::kDeny) {
     if (decision.reason == "unknown_principal") {
       return reject(ReasonError("unauthenticated", decision.message));
@@ -817,7 +819,11 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   req.mutable_sampling()->set_temperature(static_cast<float>(value_of(P::kTemperature)));
   req.mutable_sampling()->set_top_p(static_cast<float>(value_of(P::kTopP)));
   req.mutable_sampling()->set_top_k(static_cast<uint32_t>(value_of(P::kTopK)));
-  if (e.Has(P::kSeed)) req.mutable_sampling()->set_seed(static_cast<uint64_t>(e.Get(P::kSeed)));
+  // A seed is rewritten only when the policy changed or chose it: carried as a double,
+  // a 64-bit seed would lose its low bits.
+  for (const policy::ClampRecord& c : decision.clamps) {
+    if (c.field == "seed") req.mutable_sampling()->set_seed(static_cast<uint64_t>(e.Get(P::kSeed)));
+  }
   req.set_parallel_tool_calls(value_of(P::kParallelToolCalls) != 0);
   if (e.Has(P::kStopStrings) && e.Get(P::kStopStrings) < req.stop_size()) {
     // A clamped number of stop strings: the first ones are kept.
@@ -902,7 +908,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     uint32_t room = context_length > prompt_count ? context_length - prompt_count : 0;
     uint32_t reserve = std::min(default_max_tokens, room);
     if (policy_max_tokens) reserve = std::min(reserve, *policy_max_tokens);
-    if (reserve < (policy_max_tokens ? *policy_max_tokens : default_max_tokens)) {
+    if (policy_max_tokens && reserve < *policy_max_tokens) {
       // The room the prompt leaves lowers the output cap below what was decided: decide
       // the value that will be used (a grant's min may refuse it).
       policy::PolicyRequest lowered = ask;

@@ -398,7 +398,9 @@ class ExplainEnforceTest : public ::testing::Test {
       options.model = model;
       options.context_length = 65536;
       options.default_max_tokens = cap;
-      options.heartbeat_interval_ms = 200;
+      // The default 1 s: a request missing from two heartbeats is lost, and 200 ms lost
+      // one when the machine was busy with other tests (the REQUEST not yet read).
+      options.heartbeat_interval_ms = 1000;
       workers_[model] = std::make_unique<FakeWorkerForTest>(options);
     }
     ASSERT_TRUE(WaitForMetric(absl::StrCat("gantry_router_live_workers ", kServed.size(), "\n")))
