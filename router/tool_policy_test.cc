@@ -234,6 +234,16 @@ TEST_F(ToolPolicyTest, ClampedStopStringsAreCutToTheBound) {
   EXPECT_EQ(worker_->requests()[0].stop(0), "END");
 }
 
+// A seed the policy does not bound reaches the worker bit for bit (it was once carried
+// through a double: -1, which the parser wraps to 2^64-1, became 0).
+TEST_F(ToolPolicyTest, UnboundedSeedsPassUnchanged) {
+  ASSERT_EQ(Post(R"(,"seed":-1)").status, 200);
+  ASSERT_EQ(Post(R"(,"seed":1152921504606846977)").status, 200);
+  ASSERT_EQ(worker_->requests().size(), 2u);
+  EXPECT_EQ(worker_->requests()[0].sampling().seed(), UINT64_MAX);
+  EXPECT_EQ(worker_->requests()[1].sampling().seed(), 1152921504606846977ull);
+}
+
 TEST_F(ToolPolicyTest, TemplateKwargsNeedAGrant) {
   http::TestResponse r = Post(R"(,"chat_template_kwargs":{"enable_thinking":false})");
   EXPECT_EQ(r.status, 403) << r.body;
@@ -241,6 +251,9 @@ TEST_F(ToolPolicyTest, TemplateKwargsNeedAGrant) {
   r = Post(R"(,"chat_template_kwargs":{"custom":1})");
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_TRUE(absl::StrContains(r.body, "template_kwarg_not_granted")) << r.body;
+  r = Post(R"(,"chat_template_kwargs":{"enable_thinking":"no"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.Header("x-gantry-request-id"), "");  // refused after the decision was recorded
   EXPECT_EQ(worker_->requests().size(), 0u);
 }
 
