@@ -300,20 +300,34 @@ bool ModelGranted(const Snapshot& snapshot, const std::string& principal,
 
 namespace {
 
+// The name-level check of a tool, offered or called: its access when some grant of `p`
+// names it and no deny does; else nullptr, with `refusal` set to the rule that refuses
+// it ("default_deny" or "grants[i].deny.tools[k]").
+const ToolAccess* GrantedTool(const Principal& p, const std::string& name, std::string* refusal) {
+  auto it = p.tools.find(name);
+  if (it == p.tools.end()) {
+    *refusal = kDefaultDeny;
+    return nullptr;
+  }
+  if (!it->second.deny_rule.empty()) {
+    *refusal = it->second.deny_rule;
+    return nullptr;
+  }
+  return &it->second;
+}
+
 bool DecideTool(const Principal& p, const ToolCallRequest& call, Decision& d,
                 std::string* allow_rule) {
-  auto it = p.tools.find(call.name);
-  if (it == p.tools.end()) {
-    Deny(d, kDefaultDeny, "tool_not_granted",
-         absl::StrCat("no grant of '", p.name, "' names tool '", call.name, "'"));
+  std::string refusal;
+  const ToolAccess* granted = GrantedTool(p, call.name, &refusal);
+  if (granted == nullptr) {
+    Deny(d, refusal, "tool_not_granted",
+         refusal == kDefaultDeny
+             ? absl::StrCat("no grant of '", p.name, "' names tool '", call.name, "'")
+             : absl::StrCat("tool '", call.name, "' is denied to '", p.name, "'"));
     return false;
   }
-  const ToolAccess& access = it->second;
-  if (!access.deny_rule.empty()) {
-    Deny(d, access.deny_rule, "tool_not_granted",
-         absl::StrCat("tool '", call.name, "' is denied to '", p.name, "'"));
-    return false;
-  }
+  const ToolAccess& access = *granted;
   if (!call.malformed.empty()) {
     // Also under a grant of "any arguments": those are the arguments of one object.
     Deny(d, "request", "tool_arguments_not_allowed",
@@ -345,15 +359,10 @@ bool DecideOfferedTools(const Snapshot& s, const Principal& p, const PolicyReque
            absl::StrCat("the request offers tool '", name, "' twice"));
       return false;
     }
-    OfferedToolVerdict verdict{name, false, std::string(kDefaultDeny)};
-    auto it = p.tools.find(name);
-    if (it != p.tools.end()) {
-      if (!it->second.deny_rule.empty()) {
-        verdict.rule_id = it->second.deny_rule;
-      } else {
-        verdict.granted = true;
-        verdict.rule_id = it->second.grants.front().rule_id;
-      }
+    OfferedToolVerdict verdict{name, false, ""};
+    if (const ToolAccess* granted = GrantedTool(p, name, &verdict.rule_id)) {
+      verdict.granted = true;
+      verdict.rule_id = granted->grants.front().rule_id;
     }
     d.offered_tools.push_back(verdict);
     if (verdict.granted) continue;

@@ -749,14 +749,18 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   if (req.has_parallel_tool_calls()) {
     SetParam(&ask.params, P::kParallelToolCalls, req.parallel_tool_calls() ? 1 : 0);
   }
+  absl::Status malformed;  // refused below, once the refusal can be recorded
   if (!req.reasoning_effort().empty()) {
-    double effort = req.reasoning_effort() == "low" ? 1 : req.reasoning_effort() == "medium" ? 2 : 3;
-    SetParam(&ask.params, P::kReasoningEffort, effort);
+    auto effort = policy::ParseParamValue(P::kReasoningEffort, req.reasoning_effort());
+    if (effort.ok()) {
+      SetParam(&ask.params, P::kReasoningEffort, *effort);
+    } else {
+      malformed = ReasonError("invalid_request", effort.status().message());
+    }
   }
-  absl::Status bad_kwarg;  // refused below, once the refusal can be recorded
   for (const auto& [key, value_json] : req.template_kwargs_json()) {
     absl::Status added = policy::AddTemplateKwarg(&ask, key, value_json);
-    if (!added.ok() && bad_kwarg.ok()) bad_kwarg = ReasonError("invalid_request", added.message());
+    if (!added.ok() && malformed.ok()) malformed = ReasonError("invalid_request", added.message());
   }
   for (const v1::ToolDefinition& tool : req.tools()) ask.offered_tools.push_back(tool.name());
   ask.tool_choice_name = req.tool_choice_name();
@@ -790,7 +794,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     RecordEvent(request_id, "admission.decided", admission);
     return status;
   };
-  if (!bad_kwarg.ok()) return reject(bad_kwarg);
+  if (!malformed.ok()) return reject(malformed);
   if (decision.verdict == policy::Verdict::kDeny) {
     if (decision.reason == "unknown_principal") {
       return reject(ReasonError("unauthenticated", decision.message));
@@ -831,8 +835,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     req.mutable_stop()->DeleteSubrange(keep, req.stop_size() - keep);
   }
   if (e.Has(P::kReasoningEffort)) {
-    int effort = static_cast<int>(e.Get(P::kReasoningEffort));
-    req.set_reasoning_effort(effort <= 1 ? "low" : effort == 2 ? "medium" : "high");
+    req.set_reasoning_effort(policy::FormatParamValue(P::kReasoningEffort, e.Get(P::kReasoningEffort)));
   }
   if (e.Has(P::kEnableThinking)) {
     (*req.mutable_template_kwargs_json())["enable_thinking"] =
