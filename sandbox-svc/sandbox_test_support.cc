@@ -127,6 +127,8 @@ int CountProcessesOf(uid_t uid) {
     if (stat(absl::StrCat("/proc/", pid).c_str(), &st) != 0 || st.st_uid != uid) continue;
     // A zombie has exited; it only waits for its (re)parent to reap it.
     const std::string stat_line = ReadHostFile(absl::StrCat("/proc/", pid, "/stat"));
+    // Gone between the two reads: it exited (a killed fork bomb's last children).
+    if (stat_line.empty()) continue;
     size_t paren = stat_line.rfind(')');
     if (paren != std::string::npos && stat_line.substr(paren + 2, 1) == "Z") continue;
     ++n;
