@@ -12,7 +12,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "common/error_codes.h"
@@ -501,6 +500,7 @@ struct Gateway::Call::State {
   std::shared_ptr<const policy::Snapshot> snapshot;
   std::string principal;
   std::vector<std::string> offered_tools;  // as dispatched (the stripped ones removed)
+  std::vector<std::string> stripped_tools;  // what the policy removed
   std::deque<v1::StreamEvent> held_calls;
   std::deque<v1::StreamEvent> ready;  // decided events NextFromWorker hands out first
   // Set by the first denied call: nothing more of the worker's output is handed out,
@@ -523,6 +523,7 @@ Gateway::Call::~Call() {
 
 const std::string& Gateway::Call::request_id() const { return s_->request_id; }
 const std::string& Gateway::Call::model() const { return s_->model; }
+const std::vector<std::string>& Gateway::Call::stripped_tools() const { return s_->stripped_tools; }
 const http::HeaderList& Gateway::Call::headers() const { return s_->headers; }
 int64_t Gateway::Call::created_unix_s() const { return s_->created_unix_s; }
 v1::PriorityClass Gateway::Call::priority() const { return s_->priority; }
@@ -968,6 +969,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   st.snapshot = snapshot;
   st.principal = principal_name;
   for (const v1::ToolDefinition& tool : req.tools()) st.offered_tools.push_back(tool.name());
+  st.stripped_tools = decision.stripped_tools;
   st.request_id = request_id;
   st.model = req.model();
   st.received_us = input.received_us;
@@ -1074,20 +1076,17 @@ void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
   policy_headers = call.headers();
   if (api == Api::kResponses) {
     // The response object echoes the tools the model was offered: not the stripped ones.
-    for (const auto& [name, value] : policy_headers) {
-      if (name != "x-gantry-tools-stripped") continue;
-      const std::vector<std::string> stripped = absl::StrSplit(value, ',');
-      if (Value* tools = echo.Find("tools"); tools != nullptr && tools->is_array()) {
-        auto& items = tools->items();
-        items.erase(std::remove_if(items.begin(), items.end(),
-                                   [&](const Value& tool) {
-                                     const Value* n = tool.Find("name");
-                                     return n != nullptr && n->is_string() &&
-                                            std::find(stripped.begin(), stripped.end(),
-                                                      n->as_string()) != stripped.end();
-                                   }),
-                    items.end());
-      }
+    const std::vector<std::string>& stripped = call.stripped_tools();
+    if (Value* tools = echo.Find("tools"); !stripped.empty() && tools != nullptr && tools->is_array()) {
+      auto& items = tools->items();
+      items.erase(std::remove_if(items.begin(), items.end(),
+                                 [&](const Value& tool) {
+                                   const Value* n = tool.Find("name");
+                                   return n != nullptr && n->is_string() &&
+                                          std::find(stripped.begin(), stripped.end(),
+                                                    n->as_string()) != stripped.end();
+                                 }),
+                  items.end());
     }
   }
   const std::string request_id = call.request_id();

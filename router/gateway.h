@@ -45,6 +45,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -188,6 +189,8 @@ class Gateway {
     ~Call();
     const std::string& request_id() const;
     const std::string& model() const;
+    // The offered tools the policy removed from the request (advertised_tools: strip).
+    const std::vector<std::string>& stripped_tools() const;
     // x-gantry-policy-sha256, x-gantry-policy-rule, x-gantry-request-id and, with a
     // live bundle, x-gantry-bundle-sha256.
     const http::HeaderList& headers() const;
