@@ -37,6 +37,7 @@ namespace {
 
 constexpr int kChildSeccompFd = 3;
 constexpr int kChildStatusFd = 4;
+constexpr char kPrlimit[] = "/usr/bin/prlimit";
 
 // Closes a descriptor once, on scope exit.
 class Fd {
@@ -72,6 +73,8 @@ struct ChildPlan {
   std::string tmp_options;    // tmpfs options of the sandbox /tmp
   const char* bwrap;
   pid_t parent;
+  const std::string* notify_program;  // the exec supervisor's filter
+  int notify_sock;                    // where the listener goes
 };
 
 [[noreturn]] void ChildFail(const char* what) {
@@ -89,7 +92,8 @@ int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
   setpgid(0, 0);
   int in = MoveHigh(p.stdin_fd), out = MoveHigh(p.stdout_fd), err = MoveHigh(p.stderr_fd);
   int sec = MoveHigh(p.seccomp_fd), st = MoveHigh(p.status_fd);
-  if (in < 0 || out < 0 || err < 0 || sec < 0 || st < 0) ChildFail("dup");
+  int notify = MoveHigh(p.notify_sock);
+  if (in < 0 || out < 0 || err < 0 || sec < 0 || st < 0 || notify < 0) ChildFail("dup");
   if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
       dup2(sec, kChildSeccompFd) < 0 || dup2(st, kChildStatusFd) < 0) {
     ChildFail("dup2");
@@ -132,6 +136,12 @@ int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
   // After the credential change (which clears it): die with the service.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != p.parent) _exit(127);
+  // From here on every exec of this process and its descendants waits for the service.
+  int listener = InstallExecNotifyFilter(*p.notify_program);
+  if (listener < 0) ChildFail("seccomp exec notify filter");
+  if (!SendFd(notify, listener)) ChildFail("hand over the exec listener");
+  close(listener);
+  close(notify);
   syscall(SYS_close_range, 5u, ~0u, 0u);
   execve(p.bwrap, p.argv.data(), p.envp.data());
   ChildFail("exec bwrap");
@@ -280,7 +290,9 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   }
   for (const auto& dir : layout.dirs) a.insert(a.end(), {"--ro-bind", dir, dir});
   for (const auto& file : layout.etc) a.insert(a.end(), {"--ro-bind", file, file});
-  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev"});
+  // No /proc: without it no process can write another's /proc/PID/mem (the exec
+  // supervisor's arguments) or reach /proc/PID/root, /proc/self/fd magic links.
+  a.insert(a.end(), {"--dev", "/dev"});
   if (staged) {
     a.insert(a.end(), {"--bind", kStageTmp, "/tmp"});
   } else {
@@ -296,12 +308,19 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
                      "--setenv", "LANG", "C.UTF-8"});
   for (const auto& [k, v] : spec.env) a.insert(a.end(), {"--setenv", k, v});
   a.insert(a.end(), {"--seccomp", std::to_string(seccomp_fd), "--json-status-fd",
-                     std::to_string(status_fd), "--", "/usr/bin/prlimit",
-                     absl::StrCat("--cpu=", spec.limits.cpu_seconds),
-                     absl::StrCat("--as=", spec.limits.address_space_bytes),
-                     absl::StrCat("--nproc=", spec.limits.max_processes),
-                     absl::StrCat("--fsize=", spec.limits.max_file_bytes),
-                     absl::StrCat("--nofile=", spec.limits.max_open_files), "--"});
+                     std::to_string(status_fd), "--"});
+  std::vector<std::string> command = PrlimitArgv(spec);
+  a.insert(a.end(), command.begin(), command.end());
+  return a;
+}
+
+std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {
+  std::vector<std::string> a = {kPrlimit,
+                                absl::StrCat("--cpu=", spec.limits.cpu_seconds),
+                                absl::StrCat("--as=", spec.limits.address_space_bytes),
+                                absl::StrCat("--nproc=", spec.limits.max_processes),
+                                absl::StrCat("--fsize=", spec.limits.max_file_bytes),
+                                absl::StrCat("--nofile=", spec.limits.max_open_files), "--"};
   a.insert(a.end(), spec.argv.begin(), spec.argv.end());
   return a;
 }
@@ -332,6 +351,12 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   }
   GANTRY_ASSIGN_OR_RETURN(int sec_raw, SeccompProgramFd());
   Fd sec(sec_raw);
+  GANTRY_ASSIGN_OR_RETURN(std::string notify_program, ExecNotifyProgram());
+  int socks[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks) != 0) {
+    return ReasonError("internal", "socketpair failed");
+  }
+  Fd notify_r(socks[0]), notify_w(socks[1]);
   Fd in(memfd_create("gantry-stdin", MFD_CLOEXEC));
   if (in.get() < 0) return ReasonError("internal", "memfd_create failed");
   for (size_t off = 0; off < spec.stdin_data.size();) {
@@ -367,6 +392,8 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   plan.tmp_options = absl::StrCat("size=", spec.limits.tmp_bytes, ",mode=1777");
   plan.bwrap = bwrap.c_str();
   plan.parent = getpid();
+  plan.notify_program = &notify_program;
+  plan.notify_sock = notify_w.get();
 
   pid_t pid = fork();
   if (pid < 0) return ReasonError("internal", absl::StrCat("fork: ", strerror(errno)));
@@ -374,7 +401,18 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   out_w.Reset();
   err_w.Reset();
   st_w.Reset();
+  notify_w.Reset();
   netns.Reset();
+  // The child's set-up takes a few milliseconds; it sends the listener just before it
+  // execs bwrap, and bwrap's exec waits for the supervisor. No listener: the child
+  // failed and reports why on stderr.
+  std::vector<TrustedExec> trusted = {{bwrap, args}, {kPrlimit, PrlimitArgv(spec)}};
+  ExecSupervisor supervisor(ReceiveFd(notify_r.get(), 10000), std::move(trusted),
+                            spec.decide_exec ? spec.decide_exec : [](const ExecRequest&) {
+                              return ExecVerdict{true, "isolation_only", ""};
+                            });
+  notify_r.Reset();
+  bool supervising = supervisor.fd() >= 0;
   Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   for (int fd : {out_r.get(), err_r.get(), st_r.get()}) {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -390,9 +428,11 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   bool exited = false, killed = false;
   for (;;) {
     if (out_r.get() < 0 && err_r.get() < 0 && st_r.get() < 0 && (exited || killed)) break;
-    pollfd fds[4];
+    if (exited) supervising = false;  // nothing can exec any more
+    pollfd fds[5];
     int n = 0;
-    int idx_out = -1, idx_err = -1, idx_st = -1, idx_pid = -1;
+    int idx_out = -1, idx_err = -1, idx_st = -1, idx_pid = -1, idx_exec = -1;
+    if (supervising) { idx_exec = n; fds[n++] = {supervisor.fd(), POLLIN, 0}; }
     if (out_r.get() >= 0) { idx_out = n; fds[n++] = {out_r.get(), POLLIN, 0}; }
     if (err_r.get() >= 0) { idx_err = n; fds[n++] = {err_r.get(), POLLIN, 0}; }
     if (st_r.get() >= 0) { idx_st = n; fds[n++] = {st_r.get(), POLLIN, 0}; }
@@ -407,6 +447,10 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
       killed = true;
       outcome.timed_out = true;
       continue;
+    }
+    if (idx_exec >= 0 && fds[idx_exec].revents) {
+      // POLLHUP: every process under the filter is gone.
+      if ((fds[idx_exec].revents & POLLIN) == 0 || !supervisor.HandleOne()) supervising = false;
     }
     if (idx_out >= 0 && fds[idx_out].revents &&
         !Drain(out_r.get(), spec.limits.stdout_cap_bytes, &outcome.stdout_data,
@@ -457,6 +501,9 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   outcome.user_cpu_us = Micros(ru.ru_utime);
   outcome.system_cpu_us = Micros(ru.ru_stime);
   outcome.max_rss_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024u;
+  outcome.execs = supervisor.records();
+  outcome.execs_decided = supervisor.decided();
+  outcome.execs_denied = supervisor.denied();
   if (outcome.timed_out) {
     outcome.term_signal = SIGKILL;
     outcome.exit_code = 128 + SIGKILL;

@@ -11,6 +11,9 @@
 //     no further user namespaces, a read-only root built from /usr (plus the /bin,
 //     /lib* links), a few /etc files, /proc, a minimal /dev, /workspace read-only with
 //     granted paths read-write, die-with-parent, a new session, the seccomp filter.
+//     Before bwrap it installs the exec supervisor's seccomp filter and hands the
+//     listener to the service (exec_supervisor.h): every exec in the sandbox after
+//     bwrap's and prlimit's own is decided by IsolationSpec::decide_exec.
 //  3. prlimit(1) inside the sandbox sets RLIMIT_CPU, _AS, _NPROC, _FSIZE, _NOFILE and
 //     execs the command (rlimits set outside would count the host user's processes).
 //  4. Outside: a wall-clock deadline that SIGKILLs bwrap, whose sandbox init then dies
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sandbox-svc/exec_supervisor.h"
 
 namespace gantry::sandbox {
 
@@ -64,6 +68,9 @@ struct IsolationSpec {
   std::vector<std::pair<std::string, std::string>> env;
   std::string stdin_data;
   IsolationLimits limits;
+  // Decides every exec inside the sandbox after the set-up's own (exec_supervisor.h).
+  // Empty: every exec is allowed, and still recorded.
+  ExecDecider decide_exec;
 };
 
 // The system view: how /bin, /lib, ... exist on this host (Debian 12 links them into
@@ -91,6 +98,9 @@ inline constexpr char kStageRoot[] = "/tmp";
 inline constexpr char kStageWorkspace[] = "/tmp/ws";
 inline constexpr char kStageTmp[] = "/tmp/t";
 
+// The command line bwrap runs: prlimit(1) with the call's limits, then spec.argv. Pure.
+std::vector<std::string> PrlimitArgv(const IsolationSpec& spec);
+
 // The bwrap argument vector for `spec` (argv[0] "bwrap"). Pure.
 // `staged`: the stage paths above exist (root mode). `own_netns`: the child already
 // joined a fresh network namespace (then bwrap need not make one).
@@ -112,6 +122,10 @@ struct RunOutcome {
   uint64_t user_cpu_us = 0;
   uint64_t system_cpu_us = 0;
   uint64_t max_rss_bytes = 0;
+  // Every exec the supervisor decided, in order (at most kMaxRecords), and the counts.
+  std::vector<ExecRecord> execs;
+  uint64_t execs_decided = 0;
+  uint64_t execs_denied = 0;
 };
 
 // The uid/gid a call runs as: when this process is root, the workspace owner, or

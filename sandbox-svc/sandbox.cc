@@ -88,7 +88,51 @@ absl::StatusOr<RunOutcome> RunInto(Call& c, IsolationSpec spec) {
   u->set_user_cpu_us(out->user_cpu_us);
   u->set_system_cpu_us(out->system_cpu_us);
   u->set_max_rss_bytes(out->max_rss_bytes);
+  for (const ExecRecord& e : out->execs) {
+    v1::ExecDecision* d = r->add_execs();
+    d->set_executable(e.executable);
+    for (const auto& a : e.argv) d->add_argv(a);
+    d->set_allowed(e.allowed);
+    d->set_rule_id(e.rule_id);
+    d->set_reason(e.reason);
+    d->set_decide_us(e.decide_us);
+  }
+  r->set_execs_decided(out->execs_decided);
+  r->set_execs_denied(out->execs_denied);
+  // The command itself refused by the supervisor: nothing of it ran.
+  if (!out->execs.empty() && !out->execs[0].allowed && !out->timed_out) {
+    Deny(r, out->execs[0].reason);
+  }
   return out;
+}
+
+// The exec supervisor's decision under command rules: the rules decide the argv the
+// process passed, and the program its argv[0] names must be the file the kernel runs.
+ExecVerdict ExecVerdictOf(const CommandDecision& d, const ExecRequest& x) {
+  if (!d.allowed) return {false, d.rule_id, d.reason};
+  if (d.chain.empty() || d.chain[0] != x.executable) {
+    return {false, "exec_mismatch",
+            absl::StrCat("rule:exec_mismatch: argv[0] '", x.argv[0].substr(0, 200), "' names '",
+                         d.chain.empty() ? "" : d.chain[0], "' but the process executes '",
+                         x.executable, "'")};
+  }
+  return {true, d.rule_id, ""};
+}
+
+// Gantry's own fixed commands: exactly these execs (executable, argv), nothing else.
+struct ExpectedExec {
+  std::string executable;
+  std::vector<std::string> argv;
+};
+ExecDecider AllowExactly(std::vector<ExpectedExec> expected) {
+  return [expected = std::move(expected)](const ExecRequest& x) {
+    for (const auto& e : expected) {
+      if (e.executable == x.executable && e.argv == x.argv) return ExecVerdict{true, "tool", ""};
+    }
+    return ExecVerdict{false, "tool",
+                       absl::StrCat("rule:tool: '", x.executable,
+                                    "' is not one of the tool's own commands")};
+  };
 }
 
 // Resolves a tool path; on failure fills `r` (denied or error) and returns nullopt.
@@ -201,18 +245,27 @@ void RunExec(Call& c) {
                            c.call.grant().exec_rules().substr(0, 100), "'"));
       return;
     }
-    CommandDecision d =
-        listed != nullptr
-            ? DecideCommand(*listed, argv, sandbox_cwd, resolver)
-            : DecideCommand(PolicyCommandRules(std::move(snapshot), c.call.grant().exec_rules(),
-                                               resolver),
-                            argv, sandbox_cwd, resolver);
+    std::unique_ptr<CommandRuleSet> from_policy;
+    if (listed == nullptr) {
+      from_policy = std::make_unique<PolicyCommandRules>(std::move(snapshot),
+                                                        c.call.grant().exec_rules(), resolver);
+    }
+    CommandDecision d = listed != nullptr
+                            ? DecideCommand(*listed, argv, sandbox_cwd, resolver)
+                            : DecideCommand(*from_policy, argv, sandbox_cwd, resolver);
     r->set_resolved_executable(d.resolved_executable);
     if (!d.allowed) {
       Deny(r, d.reason);
       return;
     }
     argv = d.argv;
+    // The same rules decide every exec inside, with the argv each process really passes.
+    spec.decide_exec = [listed, rules = std::shared_ptr<CommandRuleSet>(std::move(from_policy)),
+                        resolver](const ExecRequest& x) {
+      return ExecVerdictOf(listed != nullptr ? DecideCommand(*listed, x.argv, x.cwd, resolver)
+                                             : DecideCommand(*rules, x.argv, x.cwd, resolver),
+                           x);
+    };
   }
   spec.argv = std::move(argv);
   spec.cwd = *cwd;
@@ -224,7 +277,8 @@ void RunExec(Call& c) {
 // Runs one of our fixed commands (coreutils) inside the sandbox.
 absl::StatusOr<RunOutcome> RunFixed(Call& c, std::vector<std::string> argv,
                                     std::vector<std::string> writable = {},
-                                    std::string stdin_data = "") {
+                                    std::string stdin_data = "",
+                                    std::vector<ExpectedExec> also = {}) {
   SandboxViewResolver resolver(c.workspace);
   auto exe = resolver.Resolve(argv[0], kSandboxWorkspace);
   if (!exe.ok()) {
@@ -234,6 +288,8 @@ absl::StatusOr<RunOutcome> RunFixed(Call& c, std::vector<std::string> argv,
   argv[0] = *exe;
   c.result->set_resolved_executable(*exe);
   IsolationSpec spec;
+  also.push_back({*exe, argv});
+  spec.decide_exec = AllowExactly(std::move(also));
   spec.argv = std::move(argv);
   spec.writable = std::move(writable);
   spec.stdin_data = std::move(stdin_data);
@@ -349,7 +405,13 @@ void WriteInside(Call& c, const std::string& rel, const std::string& content) {
   std::vector<std::string> writable;
   // Binding the workspace root itself read-write is what the "" mount means.
   writable.push_back(mount);
-  (void)RunFixed(c, {"sh", "-c", "cat > \"$1\"", "sh", InSandbox(rel)}, writable, content);
+  // sh execs cat by the name "cat" (found on PATH).
+  SandboxViewResolver resolver(c.workspace);
+  auto cat = resolver.Resolve("cat", kSandboxWorkspace);
+  std::vector<ExpectedExec> also;
+  if (cat.ok()) also.push_back({*cat, {"cat"}});
+  (void)RunFixed(c, {"sh", "-c", "cat > \"$1\"", "sh", InSandbox(rel)}, writable, content,
+                 std::move(also));
 }
 
 absl::optional<std::string> WritablePath(Call& c, const std::string& path) {

@@ -27,8 +27,12 @@ constexpr char kUsage[] =
     "                 account) in the access policy file POLICY (docs/policy.md), as\n"
     "                 gantry-sandbox --policy does; without --rules, argv[0] is resolved\n"
     "                 but no command rule applies\n"
-    "Prints the command's stdout and stderr, then one line on stderr:\n"
-    "  gantry-sandbox: outcome=RAN exit=N signal=S resolved=PATH wall_ms=W [truncated]\n"
+    "Every exec inside the sandbox is decided by the same rules before it happens (the\n"
+    "exec supervisor); a refused one fails there with EACCES and is listed.\n"
+    "Prints the command's stdout and stderr, a line 'gantry-sandbox: exec DENIED <reason>'\n"
+    "for each refused exec, then one line on stderr:\n"
+    "  gantry-sandbox: outcome=RAN exit=N signal=S resolved=PATH wall_ms=W execs=N\n"
+    "  execs_denied=M [truncated]\n"
     "or, for a denial, 'gantry-sandbox: DENIED <reason>'.\n"
     "Exit status: the command's exit status when it ran; 1 denied, timed out or failed;\n"
     "2 usage error. Run it as root for the full isolation (see docs/sandbox.md).\n";
@@ -94,6 +98,9 @@ int RunExecCommand(const std::vector<std::string>& args) {
   std::fwrite(r.stdout().data(), 1, r.stdout().size(), stdout);
   std::fflush(stdout);
   std::fwrite(r.stderr().data(), 1, r.stderr().size(), stderr);
+  for (const auto& e : r.execs()) {
+    if (!e.allowed()) std::fprintf(stderr, "gantry-sandbox: exec DENIED %s\n", e.reason().c_str());
+  }
   switch (r.outcome()) {
     case v1::TOOL_DENIED:
       std::fprintf(stderr, "gantry-sandbox: DENIED %s\n", r.denial_reason().c_str());
@@ -107,9 +114,12 @@ int RunExecCommand(const std::vector<std::string>& args) {
   }
   bool ran = r.outcome() == v1::TOOL_RAN;
   std::fprintf(stderr,
-               "gantry-sandbox: outcome=%s exit=%d signal=%d resolved=%s wall_ms=%.1f%s%s\n",
+               "gantry-sandbox: outcome=%s exit=%d signal=%d resolved=%s wall_ms=%.1f "
+               "execs=%llu execs_denied=%llu%s%s\n",
                ran ? "RAN" : "TIMED_OUT", r.exit_code(), r.term_signal(),
                r.resolved_executable().c_str(), r.usage().wall_us() / 1000.0,
+               static_cast<unsigned long long>(r.execs_decided()),
+               static_cast<unsigned long long>(r.execs_denied()),
                r.stdout_truncated() ? " stdout_truncated" : "",
                r.stderr_truncated() ? " stderr_truncated" : "");
   return ran ? r.exit_code() : 1;

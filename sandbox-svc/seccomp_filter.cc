@@ -16,6 +16,25 @@
 namespace gantry::sandbox {
 namespace {
 
+// The classic-BPF bytes of `ctx` (released here, also on failure).
+absl::StatusOr<std::string> Export(scmp_filter_ctx ctx) {
+  int fd = memfd_create("gantry-seccomp-export", MFD_CLOEXEC);
+  if (fd < 0 || seccomp_export_bpf(ctx, fd) != 0) {
+    if (fd >= 0) close(fd);
+    seccomp_release(ctx);
+    return ReasonError("internal", "seccomp: export");
+  }
+  seccomp_release(ctx);
+  std::string program;
+  lseek(fd, 0, SEEK_SET);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) program.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (program.empty()) return ReasonError("internal", "seccomp: empty program");
+  return program;
+}
+
 absl::StatusOr<std::string> Build() {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == nullptr) return ReasonError("internal", "seccomp_init failed");
@@ -40,6 +59,14 @@ absl::StatusOr<std::string> Build() {
       return fail("clone flags");
     }
   }
+  // A process that shares its memory without being a thread or a vfork child
+  // (clone(CLONE_VM) alone) could rewrite another's execve arguments after the exec
+  // supervisor read them; threads and vfork parents are what the supervisor checks.
+  if (seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
+                       SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_VM | CLONE_THREAD | CLONE_VFORK,
+                               CLONE_VM)) != 0) {
+    return fail("clone(CLONE_VM)");
+  }
   // prlimit64(pid, ...) on anything but the caller itself (pid 0).
   if (seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0)) != 0) {
     return fail("prlimit64");
@@ -51,21 +78,18 @@ absl::StatusOr<std::string> Build() {
       return fail("ioctl");
     }
   }
-  int fd = memfd_create("gantry-seccomp-export", MFD_CLOEXEC);
-  if (fd < 0) return fail("memfd_create");
-  if (seccomp_export_bpf(ctx, fd) != 0) {
-    close(fd);
-    return fail("export");
+  return Export(ctx);
+}
+
+absl::StatusOr<std::string> BuildExecNotify() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == nullptr) return ReasonError("internal", "seccomp_init failed");
+  if (seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(execve), 0) != 0 ||
+      seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(execveat), 0) != 0) {
+    seccomp_release(ctx);
+    return ReasonError("internal", "seccomp: notify rules");
   }
-  seccomp_release(ctx);
-  std::string program;
-  lseek(fd, 0, SEEK_SET);
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) program.append(buf, static_cast<size_t>(n));
-  close(fd);
-  if (program.empty()) return ReasonError("internal", "seccomp: empty program");
-  return program;
+  return Export(ctx);
 }
 
 }  // namespace
@@ -87,6 +111,11 @@ const std::vector<std::string>& DeniedSyscallNames() {
 
 absl::StatusOr<std::string> SeccompProgram() {
   static const auto* program = new absl::StatusOr<std::string>(Build());
+  return *program;
+}
+
+absl::StatusOr<std::string> ExecNotifyProgram() {
+  static const auto* program = new absl::StatusOr<std::string>(BuildExecNotify());
   return *program;
 }
 

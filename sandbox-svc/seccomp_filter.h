@@ -7,7 +7,7 @@
 // settimeofday, clock_settime, adjtimex), attack surface a tool never needs (bpf,
 // perf_event_open, keyctl, add_key, request_key, userfaultfd, io_uring_*,
 // open_by_handle_at, iopl, ioperm), prlimit64 on another process, and the TIOCSTI /
-// TIOCLINUX ioctls. clone3 fails with ENOSYS so that libc falls back to clone, whose
+// TIOCLINUX ioctls, clone(CLONE_VM) without CLONE_THREAD or CLONE_VFORK. clone3 fails with ENOSYS so that libc falls back to clone, whose
 // flags the filter can inspect. System calls of another architecture kill the process
 // (libseccomp's default for a foreign arch).
 //
@@ -29,6 +29,12 @@ const std::vector<std::string>& DeniedSyscallNames();
 // `bwrap --seccomp FD` reads. Built once per process and cached.
 // Errors: INTERNAL when libseccomp fails.
 absl::StatusOr<std::string> SeccompProgram();
+
+// The exec supervisor's filter (exec_supervisor.h): execve and execveat stop with
+// SECCOMP_RET_USER_NOTIF, everything else is allowed (the filter above still applies).
+// Same format as SeccompProgram(); installed by the sandbox's set-up child with
+// SECCOMP_FILTER_FLAG_NEW_LISTENER. Built once and cached. Errors: INTERNAL.
+absl::StatusOr<std::string> ExecNotifyProgram();
 
 // A fresh memfd (close-on-exec, offset 0) holding SeccompProgram(); the caller owns it.
 // A fresh one per call because bwrap reads it to EOF and offsets are shared.

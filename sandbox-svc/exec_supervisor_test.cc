@@ -1,0 +1,164 @@
+// The exec supervisor through the real sandbox (bubblewrap, the seccomp user
+// notification filter, the policy's command rules): every exec of every process in the
+// sandboxed tree is decided, also a grandchild's, and the ways to race the decision
+// are refused. The attacker code is testdata/exec_attempts.cc, granted as an
+// executable; the denied program is touch(1) creating a marker the host checks.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "policy/policy_loader.h"
+#include "sandbox-svc/sandbox.h"
+#include "sandbox-svc/sandbox_test_support.h"
+
+namespace gantry::sandbox {
+namespace {
+
+using testing::ExecCall;
+using testing::HostPathExists;
+
+constexpr uid_t kUid = 4244;
+constexpr char kMarker[] = "/workspace/out/MARK";
+
+class ExecSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::RequireRoot()) GTEST_SKIP() << "not root (recorded as a failure)";
+    ws_ = testing::MakeWorkspace(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+        {{"a.txt", "original\n"}, {"out/keep", "x\n"}}, kUid);
+    const std::string copy = ws_ + "/attempts";
+    ASSERT_EQ(std::system(absl::StrCat("cp sandbox-svc/exec_attempts '", copy, "'").c_str()), 0);
+    ASSERT_EQ(chown(copy.c_str(), kUid, kUid), 0);
+    ASSERT_EQ(chmod(copy.c_str(), 0755), 0);
+  }
+
+  // Runs `argv` under a policy granting `executables` to principal "tools"; out/ is
+  // writable.
+  v1::ToolResult Run(const std::vector<std::string>& executables,
+                     const std::vector<std::string>& argv) {
+    auto policy = policy::LoadPolicyText(testing::PolicyGranting("tools", executables), "t.yaml");
+    EXPECT_TRUE(policy.ok()) << policy.status();
+    SandboxOptions options;
+    options.policy = [snapshot = *policy] { return snapshot; };
+    v1::ToolCall call = ExecCall(ws_, argv);
+    call.mutable_grant()->set_exec_rules("tools");
+    call.mutable_grant()->add_write_paths("out/**");
+    call.mutable_limits()->set_wall_ms(10000);
+    return Sandbox(options).Run(call);
+  }
+
+  bool Marked() const { return HostPathExists(ws_ + "/out/MARK"); }
+
+  // The first denied exec record, or null.
+  static const v1::ExecDecision* FirstDenied(const v1::ToolResult& r) {
+    for (const auto& e : r.execs()) {
+      if (!e.allowed()) return &e;
+    }
+    return nullptr;
+  }
+
+  std::string ws_;
+  const std::string attempts_ = "/workspace/attempts";
+};
+
+TEST_F(ExecSupervisorTest, AGrandchildsExecIsDecidedByTheSameRules) {
+  // attempts is allowed; its grandchild's exec of touch is not granted.
+  auto r = Run({attempts_}, {attempts_, "grandchild", "/usr/bin/touch", kMarker});
+  ASSERT_EQ(r.outcome(), v1::TOOL_RAN) << r.stderr() << r.denial_reason();
+  EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
+  EXPECT_FALSE(Marked());
+  const v1::ExecDecision* d = FirstDenied(r);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->executable(), "/usr/bin/touch");
+  EXPECT_EQ(d->rule_id(), "default_deny");
+  EXPECT_TRUE(absl::StartsWith(d->reason(), "rule:default_deny: ")) << d->reason();
+  ASSERT_GE(r.execs_size(), 2);
+  EXPECT_TRUE(r.execs(0).allowed());
+  EXPECT_EQ(r.execs(0).executable(), attempts_);
+  EXPECT_EQ(r.execs_denied(), 1u);
+
+  // Control: with touch granted the same grandchild runs it.
+  auto ok = Run({attempts_, "/usr/bin/touch"},
+                {attempts_, "grandchild", "/usr/bin/touch", kMarker});
+  EXPECT_EQ(ok.stdout(), "errno=0\n") << ok.stderr();
+  EXPECT_TRUE(Marked());
+  EXPECT_EQ(ok.execs_denied(), 0u);
+}
+
+TEST_F(ExecSupervisorTest, TheCommandsOwnExecIsDecidedWithItsRealArgv) {
+  // The command's own exec is decided again by the supervisor with the real argv.
+  auto r = Run({"/usr/bin/touch"}, {"touch", kMarker});
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN) << r.denial_reason();
+  EXPECT_TRUE(Marked());
+  ASSERT_EQ(r.execs_size(), 1);
+  EXPECT_TRUE(r.execs(0).allowed());
+  EXPECT_EQ(r.execs(0).argv(0), "/usr/bin/touch");
+  EXPECT_EQ(r.execs(0).argv(1), kMarker);
+}
+
+TEST_F(ExecSupervisorTest, ExecsWhoseArgumentsCouldChangeAreRefused) {
+  // touch is granted: only the race protection can refuse these.
+  const std::vector<std::string> grant = {attempts_, "/usr/bin/touch"};
+  for (const char* mode : {"thread", "vfork-thread", "shared"}) {
+    SCOPED_TRACE(mode);
+    auto r = Run(grant, {attempts_, mode, "/usr/bin/touch", kMarker});
+    EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
+    EXPECT_FALSE(Marked());
+    const v1::ExecDecision* d = FirstDenied(r);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->rule_id(), "exec_unstable") << d->reason();
+  }
+  // clone(CLONE_VM) alone is refused by the seccomp filter (EPERM) before any exec.
+  auto c = Run(grant, {attempts_, "clone-vm", "/usr/bin/touch", kMarker});
+  EXPECT_EQ(c.stdout(), "errno=1\n") << c.stderr();
+  EXPECT_FALSE(Marked());
+  // An exec of a descriptor names no path the rules could check.
+  auto f = Run(grant, {attempts_, "fd", "/usr/bin/touch", kMarker});
+  EXPECT_EQ(f.stdout(), "errno=13\n") << f.stderr();
+  EXPECT_FALSE(Marked());
+  ASSERT_NE(FirstDenied(f), nullptr);
+  EXPECT_EQ(FirstDenied(f)->rule_id(), "exec_fd");
+  // Control: the plain exec of the same program runs.
+  auto p = Run(grant, {attempts_, "plain", "/usr/bin/touch", kMarker});
+  EXPECT_EQ(p.outcome(), v1::TOOL_RAN);
+  EXPECT_TRUE(Marked()) << p.stdout() << p.stderr();
+}
+
+TEST_F(ExecSupervisorTest, ExecsThroughWritablePlacesAreRefused) {
+  // A link in the writable directory to a granted program, and a copy of it there:
+  // either could be swapped between the check and the kernel's own lookup.
+  ASSERT_EQ(symlink("/usr/bin/touch", (ws_ + "/out/link").c_str()), 0);
+  ASSERT_EQ(std::system(absl::StrCat("cp /usr/bin/touch '", ws_, "/out/copy'").c_str()), 0);
+  const std::vector<std::string> grant = {attempts_, "/usr/bin/touch", "/workspace/out/copy"};
+  for (const char* path : {"/workspace/out/link", "/workspace/out/copy"}) {
+    SCOPED_TRACE(path);
+    auto r = Run(grant, {attempts_, "plain", path, kMarker});
+    EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
+    EXPECT_FALSE(Marked());
+    ASSERT_NE(FirstDenied(r), nullptr);
+    EXPECT_EQ(FirstDenied(r)->rule_id(), "exec_writable") << FirstDenied(r)->reason();
+  }
+  // A name that does not exist is answered as the kernel would, and not recorded.
+  auto m = Run(grant, {attempts_, "plain", "/workspace/missing", kMarker});
+  EXPECT_EQ(m.stdout(), "errno=2\n");
+  EXPECT_EQ(m.execs_size(), 1);
+}
+
+TEST_F(ExecSupervisorTest, Argv0MustNameTheFileThatRuns) {
+  // exec -a: argv[0] says "cat" (granted) while the kernel runs touch (granted too,
+  // but decided under its own name only).
+  ASSERT_EQ(symlink("/usr/bin/touch", (ws_ + "/cat").c_str()), 0);
+  auto r = Run({attempts_, "/usr/bin/cat"}, {attempts_, "plain", "/workspace/cat", kMarker});
+  EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
+  EXPECT_FALSE(Marked());
+  ASSERT_NE(FirstDenied(r), nullptr);
+  EXPECT_EQ(FirstDenied(r)->executable(), "/usr/bin/touch");
+}
+
+}  // namespace
+}  // namespace gantry::sandbox
