@@ -394,6 +394,20 @@ absl::StatusOr<bool> AgentLoop::HandleCall(const ModelToolCall& call, Value* mes
     p.Set("wall_us", Int(static_cast<int64_t>(r.usage().wall_us())));
     if (!r.resolved_executable().empty()) p.Set("resolved_executable", Str(r.resolved_executable()));
     if (!r.denial_reason().empty()) p.Set("denial_reason", Str(Clip(r.denial_reason(), 1024)));
+    // Every exec the sandbox's supervisor decided: which program, the verdict and rule.
+    if (r.execs_decided() > 0) {
+      p.Set("execs_decided", Int(static_cast<int64_t>(r.execs_decided())));
+      p.Set("execs_denied", Int(static_cast<int64_t>(r.execs_denied())));
+      Value execs = Value::EmptyArray();
+      for (const auto& e : r.execs()) {
+        Value x = Value::EmptyObject();
+        x.Set("executable", Str(e.executable()));
+        x.Set("allowed", Value::Bool(e.allowed()));
+        x.Set("rule_id", Str(e.rule_id()));
+        execs.Append(std::move(x));
+      }
+      p.Set("execs", std::move(execs));
+    }
     if (r.outcome() == v1::TOOL_ERROR) p.Set("error.message", Str(Clip(r.error().message(), 1024)));
     observation = Observation(r, options_.max_observation_bytes);
     p.Set("observation", Str(Clip(observation, 8 << 10)));

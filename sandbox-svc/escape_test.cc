@@ -13,8 +13,10 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "policy/policy_loader.h"
 #include "sandbox-svc/command_rules.h"
@@ -370,6 +372,215 @@ TEST_F(EscapeTest, WrapperHidesDeniedExecutable) {
     auto r = Sandbox(*options).Run(ok);
     EXPECT_EQ(r.outcome(), v1::TOOL_RAN) << r.denial_reason();
     EXPECT_EQ(r.stdout(), "original\n");
+  }
+  EXPECT_EQ(t.successes(), 0);
+}
+
+// --- Exec supervision (issue 17): every exec in the sandboxed tree is decided. ---
+
+// A policy for principal "tools" whose commands are `rules` (YAML flow mappings) and
+// `executables` (granted without further rules).
+std::string ToolsPolicy(const std::vector<std::string>& executables,
+                        const std::vector<std::string>& rules = {}) {
+  std::string extra;
+  for (const auto& r : rules) absl::StrAppend(&extra, "      - ", r, "\n");
+  return testing::PolicyGranting("tools", executables, extra);
+}
+
+v1::ToolResult RunUnder(const std::string& policy_text, const std::string& ws,
+                        const std::vector<std::string>& argv, const std::string& stdin_data = "") {
+  auto policy = policy::LoadPolicyText(policy_text, "escape.yaml");
+  EXPECT_TRUE(policy.ok()) << policy.status() << "\n" << policy_text;
+  if (!policy.ok()) return {};
+  SandboxOptions options;
+  options.policy = [snapshot = *policy] { return snapshot; };
+  v1::ToolCall call = ExecCall(ws, argv);
+  call.mutable_grant()->set_exec_rules("tools");
+  call.mutable_grant()->add_write_paths("**");
+  call.mutable_exec()->set_stdin(stdin_data);
+  call.mutable_limits()->set_wall_ms(10000);
+  return Sandbox(options).Run(call);
+}
+
+// Something was refused: the command up front, or an exec inside.
+bool Refused(const v1::ToolResult& r) {
+  return r.outcome() == v1::TOOL_DENIED || r.execs_denied() > 0;
+}
+
+bool Have(const char* exe) { return access(exe, X_OK) == 0; }
+
+// Runs `script` with sh on the host in `dir` (set-up only); false on failure.
+bool HostSh(const std::string& dir, const std::string& script) {
+  return std::system(absl::StrCat("cd '", dir, "' && (", script, ") >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The workspace belongs to kUid, so root's git must be told to trust it.
+constexpr char kGitInit[] =
+    "G='git -c safe.directory=* -c user.name=t -c user.email=t@t' && "
+    "$G init -q . && $G add a.txt src && $G commit -q -m one && echo changed > a.txt";
+
+TEST_F(EscapeTest, IssueSeventeenReproductions) {
+  EscapeTally t("issue 17's argv tricks, with the exec supervisor");
+  const std::string victim = ws_ + "/victim.txt";
+  std::ofstream(victim) << "keep\n";
+  ASSERT_EQ(chown(victim.c_str(), kUid, kUid), 0);
+  // 1. xargs --eof takes an optional argument: `id` is the command.
+  auto r1 = RunUnder(ToolsPolicy({"/usr/bin/xargs", "/usr/bin/cat"}), ws_,
+                     {"xargs", "--eof", "id", "cat"});
+  t.Attempt(absl::StrContains(r1.stdout(), "uid="), "xargs --eof id cat ran id");
+  EXPECT_TRUE(Refused(r1)) << r1.ShortDebugString();
+  // 2. xargs --max-lines: `rm` is the command.
+  auto r2 = RunUnder(ToolsPolicy({"/usr/bin/xargs", "/usr/bin/cat"}), ws_,
+                     {"xargs", "--max-lines", "rm", "cat", "victim.txt"});
+  t.Attempt(!HostPathExists(victim), "xargs --max-lines rm deleted victim.txt");
+  EXPECT_TRUE(Refused(r2)) << r2.ShortDebugString();
+  // 6. find: '+' ends -exec only right after {}.
+  auto r6 = RunUnder(ToolsPolicy({"/usr/bin/find"},
+                                 {"{executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}"}),
+                     ws_, {"find", ".", "-name", "a.txt", "-exec", "cat", "+", "/usr/lib/os-release", ";"});
+  t.Attempt(absl::StrContains(r6.stdout(), "ID="), "find -exec cat + read /usr/lib/os-release");
+  EXPECT_TRUE(Refused(r6)) << r6.ShortDebugString();
+  if (!Have("/usr/bin/git")) {
+    ADD_FAILURE() << "git is not installed: the git reproductions did not run";
+    return;
+  }
+  ASSERT_TRUE(HostSh(ws_, kGitInit));
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat("mkdir -p out && git init -q --bare evil && "
+                                       "git -C evil config core.fsmonitor 'touch /workspace/out/M4' && "
+                                       "chown -R ", kUid, ":", kUid, " .")));
+  const std::string git_status = "{executable: /usr/bin/git, subcommands: [status]}";
+  // 3. env -S splits on \_ : git -C . -c alias.x=!id x status.
+  auto r3 = RunUnder(ToolsPolicy({"/usr/bin/env"}, {git_status}), ws_,
+                     {"env", "-S", "git -C .\\_-c\\_\"alias.x=!id;:\"\\_x status"});
+  t.Attempt(absl::StrContains(r3.stdout(), "uid="), "env -S git alias ran id");
+  EXPECT_TRUE(Refused(r3)) << r3.ShortDebugString();
+  // 4. git --git-dir=evil --work-tree=. status runs the bare repository's fsmonitor.
+  auto r4 = RunUnder(ToolsPolicy({}, {git_status}), ws_,
+                     {"git", "--git-dir=evil", "--work-tree=.", "status"});
+  t.Attempt(HostPathExists(ws_ + "/out/M4"), "git --git-dir=evil ran core.fsmonitor");
+  // 5. A multi-call name below a wrapper: ./git-difftool diff -x CMD.
+  ASSERT_EQ(symlink("/usr/bin/git", (ws_ + "/git-difftool").c_str()), 0);
+  auto r5 = RunUnder(ToolsPolicy({"/usr/bin/env"}, {"{executable: /usr/bin/git, subcommands: [diff]}"}),
+                     ws_, {"env", "./git-difftool", "diff", "-y", "-x", "touch /workspace/out/M5"});
+  t.Attempt(HostPathExists(ws_ + "/out/M5"), "git-difftool -x ran its command");
+  EXPECT_TRUE(Refused(r5)) << r5.ShortDebugString();
+  // (4) is live: git did try to run the hook, and that exec was refused.
+  bool hook_refused = false;
+  for (const auto& e : r4.execs()) {
+    if (!e.allowed() && absl::c_linear_search(e.argv(), "touch /workspace/out/M4")) {
+      hook_refused = true;
+    }
+  }
+  EXPECT_TRUE(hook_refused) << r4.ShortDebugString();
+  EXPECT_EQ(t.successes(), 0);
+}
+
+// An attempt to run touch(1), which is never granted, through programs that are.
+struct ExecAttempt {
+  const char* what;
+  std::vector<std::string> grant;  // executables granted without further rules
+  std::vector<std::string> argv;   // "MARK" is replaced by the attempt's marker path
+  bool control;                    // with touch granted too, the marker must appear
+  bool refused = true;             // a denial is recorded (false: the path is absent)
+};
+
+TEST_F(EscapeTest, ExecSupervisorFamilies) {
+  EscapeTally t("denied programs through allowed ones (exec supervisor)");
+  ASSERT_TRUE(HostSh(ws_, "mkdir -p out bin && tar cf t.tar a.txt && ln -s /usr/bin/touch bin/cat && "
+                          "ln -s /usr/bin/touch out/cat"));
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat("chown -R ", kUid, ":", kUid, " .")));
+  const std::vector<ExecAttempt> attempts = {
+      {"perl -e exec", {"/usr/bin/perl"}, {"perl", "-e", "exec 'touch', 'MARK'"}, true},
+      {"perl system of sh -c", {"/usr/bin/perl", "/usr/bin/sh"},
+       {"perl", "-e", "system('/bin/sh', '-c', 'touch MARK')"}, true},
+      {"perl backticks", {"/usr/bin/perl", "/usr/bin/sh"}, {"perl", "-e", "`touch MARK`"}, true},
+      {"perl fork and exec in a grandchild", {"/usr/bin/perl"},
+       {"perl", "-e", "if (!fork) { if (!fork) { exec 'touch', 'MARK' } wait; exit } wait"}, true},
+      {"awk system()", {"/usr/bin/awk", "/usr/bin/sh"},
+       {"awk", "BEGIN { system(\"touch MARK\") }"}, true},
+      {"awk pipe to a command", {"/usr/bin/awk", "/usr/bin/sh"},
+       {"awk", "BEGIN { print \"x\" | \"touch MARK\" }"}, true},
+      {"sed e command", {"/usr/bin/sed", "/usr/bin/sh"},
+       {"sed", "-n", "1e touch MARK", "/workspace/a.txt"}, true},
+      {"sed s///e flag", {"/usr/bin/sed", "/usr/bin/sh"},
+       {"sed", "s|.*|touch MARK|e", "/workspace/a.txt"}, true},
+      {"find -execdir", {"/usr/bin/find"},
+       {"find", "/workspace/a.txt", "-execdir", "touch", "MARK", ";"}, true},
+      {"find -exec through perl", {"/usr/bin/perl", "/usr/bin/find"},
+       {"perl", "-e", "exec 'find', '/workspace/a.txt', '-exec', 'touch', 'MARK', ';'"}, true},
+      {"tar --to-command", {"/usr/bin/tar", "/usr/bin/sh"},
+       {"tar", "-xf", "/workspace/t.tar", "--to-command=touch MARK"}, true},
+      {"tar --checkpoint-action=exec", {"/usr/bin/tar", "/usr/bin/sh"},
+       {"tar", "-cf", "/dev/null", "--checkpoint=1", "--checkpoint-action=exec=touch MARK",
+        "/workspace/a.txt"},
+       true},
+      {"tar --use-compress-program", {"/usr/bin/tar", "/usr/bin/sh"},
+       {"tar", "-tf", "/workspace/t.tar", "--use-compress-program=touch -- MARK"}, true},
+      {"timeout --signal", {"/usr/bin/perl", "/usr/bin/timeout"},
+       {"perl", "-e", "exec 'timeout', '--signal', 'KILL', '5', 'touch', 'MARK'"}, true},
+      {"nice -n", {"/usr/bin/perl", "/usr/bin/nice"},
+       {"perl", "-e", "exec 'nice', '-n', '5', 'touch', 'MARK'"}, true},
+      {"env -S", {"/usr/bin/perl", "/usr/bin/env"},
+       {"perl", "-e", "exec 'env', '-S', 'touch MARK'"}, true},
+      {"xargs from stdin", {"/usr/bin/perl", "/usr/bin/xargs"},
+       {"perl", "-e", "open(my $x, '|-', 'xargs', 'touch') or die; print $x 'MARK'; close $x"}, true},
+      {"busybox-style name: a link named cat", {"/usr/bin/perl", "/usr/bin/cat"},
+       {"perl", "-e", "exec '/workspace/bin/cat', 'MARK'"}, false},
+      {"PATH pointing at the workspace", {"/usr/bin/perl", "/usr/bin/cat"},
+       {"perl", "-e", "$ENV{PATH} = '/workspace/bin'; exec 'cat', 'MARK'"}, false},
+      {"exec -a: argv[0] names another program", {"/usr/bin/perl", "/usr/bin/cat"},
+       {"perl", "-e", "exec { '/usr/bin/touch' } 'cat', 'MARK'"}, false},
+      {"a link in a writable directory", {"/usr/bin/perl", "/usr/bin/touch"},
+       {"perl", "-e", "exec '/workspace/out/cat', 'MARK'"}, false},
+      {"a copy in the writable /tmp", {"/usr/bin/perl"},
+       {"perl", "-e",
+        "open(my $i, '<', '/usr/bin/touch'); open(my $o, '>', '/tmp/t'); binmode $i; binmode $o;"
+        " local $/; my $d = <$i>; print $o $d; close $o; chmod 0755, '/tmp/t'; exec '/tmp/t', 'MARK'"},
+       false},
+      {"descriptor inheritance: exec /dev/fd/N", {"/usr/bin/perl"},
+       {"perl", "-e", "open(my $f, '<', '/usr/bin/touch'); $^F = 10; exec '/dev/fd/' . fileno($f), 'MARK'"},
+       false},
+      {"/proc/self/exe", {"/usr/bin/perl"},
+       {"perl", "-e", "exec '/proc/self/exe', '-e', 'exec q(touch), q(MARK)'"}, false, false},
+      {"LD_PRELOAD set by the program", {"/usr/bin/perl", "/usr/bin/cat"},
+       {"perl", "-e", "$ENV{LD_PRELOAD} = '/workspace/a.txt'; exec 'touch', 'MARK'"}, true},
+      {"git -c core.pager", {"/usr/bin/perl", "/usr/bin/git", "/usr/bin/sh"},
+       {"perl", "-e", "exec 'git', '-c', 'core.pager=touch MARK', '-p', 'log'"}, false},
+      {"GIT_EXTERNAL_DIFF", {"/usr/bin/perl", "/usr/bin/git", "/usr/bin/sh"},
+       {"perl", "-e", "$ENV{GIT_EXTERNAL_DIFF} = 'touch MARK'; exec 'git', 'diff'"}, false},
+      {"git -c core.sshCommand", {"/usr/bin/perl", "/usr/bin/git", "/usr/bin/sh"},
+       {"perl", "-e", "exec 'git', '-c', 'core.sshCommand=touch MARK', 'ls-remote', 'ssh://h/r'"},
+       false},
+      {"git alias with !", {"/usr/bin/perl", "/usr/bin/git", "/usr/bin/sh"},
+       {"perl", "-e", "exec 'git', '-c', 'alias.x=!touch MARK', 'x'"}, false},
+  };
+  const bool git = Have("/usr/bin/git") && HostSh(ws_, kGitInit) &&
+                   HostSh(ws_, absl::StrCat("chown -R ", kUid, ":", kUid, " ."));
+  int n = 0;
+  for (const ExecAttempt& a : attempts) {
+    const bool needs_git = absl::c_linear_search(a.grant, "/usr/bin/git");
+    if (needs_git && !git) {
+      ADD_FAILURE() << "git is not installed: " << a.what << " did not run";
+      continue;
+    }
+    for (bool with_touch : {false, true}) {
+      if (with_touch && !a.control) continue;
+      const std::string mark = absl::StrCat("/workspace/out/M", ++n);
+      std::vector<std::string> argv;
+      for (const auto& s : a.argv) argv.push_back(absl::StrReplaceAll(s, {{"MARK", mark}}));
+      std::vector<std::string> grant = a.grant;
+      if (with_touch) grant.push_back("/usr/bin/touch");
+      auto r = RunUnder(ToolsPolicy(grant), ws_, argv);
+      const bool marked = HostPathExists(ws_ + mark.substr(strlen("/workspace")));
+      if (with_touch) {
+        // The control: the same attempt works once touch is granted, so the denial
+        // above was the rule's, not a broken attempt.
+        EXPECT_TRUE(marked) << a.what << ": " << r.ShortDebugString();
+        continue;
+      }
+      if (a.refused) EXPECT_TRUE(Refused(r)) << a.what << ": " << r.ShortDebugString();
+      t.Attempt(marked, a.what);
+    }
   }
   EXPECT_EQ(t.successes(), 0);
 }

@@ -93,7 +93,12 @@ int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
   int in = MoveHigh(p.stdin_fd), out = MoveHigh(p.stdout_fd), err = MoveHigh(p.stderr_fd);
   int sec = MoveHigh(p.seccomp_fd), st = MoveHigh(p.status_fd);
   int notify = MoveHigh(p.notify_sock);
-  if (in < 0 || out < 0 || err < 0 || sec < 0 || st < 0 || notify < 0) ChildFail("dup");
+  // The namespace descriptor too: it may be 0-4, which the dup2s below overwrite.
+  int netns = p.netns_fd >= 0 ? MoveHigh(p.netns_fd) : -1;
+  if (in < 0 || out < 0 || err < 0 || sec < 0 || st < 0 || notify < 0 ||
+      (p.netns_fd >= 0 && netns < 0)) {
+    ChildFail("dup");
+  }
   if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
       dup2(sec, kChildSeccompFd) < 0 || dup2(st, kChildStatusFd) < 0) {
     ChildFail("dup2");
@@ -126,7 +131,7 @@ int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
     if (mount(ws_proc, kStageWorkspace, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
       ChildFail("bind workspace");
     }
-    if (p.netns_fd >= 0 && setns(p.netns_fd, CLONE_NEWNET) != 0) ChildFail("setns(net)");
+    if (netns >= 0 && setns(netns, CLONE_NEWNET) != 0) ChildFail("setns(net)");
     gid_t gid = p.drop.gid;
     if (setgroups(1, &gid) != 0 || setresgid(gid, gid, gid) != 0 ||
         setresuid(p.drop.uid, p.drop.uid, p.drop.uid) != 0) {
@@ -137,10 +142,12 @@ int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != p.parent) _exit(127);
   // From here on every exec of this process and its descendants waits for the service.
-  int listener = InstallExecNotifyFilter(*p.notify_program);
-  if (listener < 0) ChildFail("seccomp exec notify filter");
-  if (!SendFd(notify, listener)) ChildFail("hand over the exec listener");
-  close(listener);
+  if (p.notify_program != nullptr) {
+    int listener = InstallExecNotifyFilter(*p.notify_program);
+    if (listener < 0) ChildFail("seccomp exec notify filter");
+    if (!SendFd(notify, listener)) ChildFail("hand over the exec listener");
+    close(listener);
+  }
   close(notify);
   syscall(SYS_close_range, 5u, ~0u, 0u);
   execve(p.bwrap, p.argv.data(), p.envp.data());
@@ -392,7 +399,7 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   plan.tmp_options = absl::StrCat("size=", spec.limits.tmp_bytes, ",mode=1777");
   plan.bwrap = bwrap.c_str();
   plan.parent = getpid();
-  plan.notify_program = &notify_program;
+  plan.notify_program = spec.supervise_exec ? &notify_program : nullptr;
   plan.notify_sock = notify_w.get();
 
   pid_t pid = fork();
@@ -407,7 +414,8 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   // execs bwrap, and bwrap's exec waits for the supervisor. No listener: the child
   // failed and reports why on stderr.
   std::vector<TrustedExec> trusted = {{bwrap, args}, {kPrlimit, PrlimitArgv(spec)}};
-  ExecSupervisor supervisor(ReceiveFd(notify_r.get(), 10000), std::move(trusted),
+  ExecSupervisor supervisor(spec.supervise_exec ? ReceiveFd(notify_r.get(), 10000) : -1,
+                            std::move(trusted),
                             spec.decide_exec ? spec.decide_exec : [](const ExecRequest&) {
                               return ExecVerdict{true, "isolation_only", ""};
                             });

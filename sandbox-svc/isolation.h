@@ -71,6 +71,8 @@ struct IsolationSpec {
   // Decides every exec inside the sandbox after the set-up's own (exec_supervisor.h).
   // Empty: every exec is allowed, and still recorded.
   ExecDecider decide_exec;
+  // False only for sandbox_bench's comparison: no exec supervisor at all.
+  bool supervise_exec = true;
 };
 
 // The system view: how /bin, /lib, ... exist on this host (Debian 12 links them into

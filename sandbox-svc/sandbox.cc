@@ -68,6 +68,7 @@ bool IsDir(const std::string& host) {
 absl::StatusOr<RunOutcome> RunInto(Call& c, IsolationSpec spec) {
   spec.workspace = c.workspace;
   spec.limits = c.limits;
+  spec.supervise_exec = c.options.supervise_exec;
   PrivilegeDrop drop =
       ChoosePrivilegeDrop(c.workspace, c.options.fallback_uid, c.options.fallback_gid);
   auto out = RunIsolated(spec, drop);

@@ -39,6 +39,9 @@ struct SandboxOptions {
   // `gantry sandbox exec` without --rules: argv[0] is resolved but no rule applies.
   // Never set by the service.
   bool isolation_only = false;
+  // Every exec inside the sandbox decided by the exec supervisor (exec_supervisor.h).
+  // Only sandbox_bench turns it off, to measure what it costs.
+  bool supervise_exec = true;
   // Ids a call runs as when the service is root and the workspace belongs to root.
   uid_t fallback_uid = 65534;
   gid_t fallback_gid = 65534;

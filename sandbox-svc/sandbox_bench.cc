@@ -1,7 +1,7 @@
 // Start-to-exit latency of `cat` on a small file through gantry-sandbox's service
 // (ZeroMQ REQ -> ROUTER -> command rules from a policy -> fresh sandbox -> ToolResult),
-// and, side by side, the same `cat` spawned directly without isolation (the peer
-// baseline). Prints p50/p99 of each, their ratio and the load average. Run as root for
+// with the exec supervisor on (as deployed) and off, called alternately, and, side by
+// side, the same `cat` spawned directly without isolation (the peer baseline). Prints p50/p99 of each, their ratio and the load average. Run as root for
 // the full isolation path:
 //   bazel --output_base=$HOME/.cache/bazel-sandbox run -c opt //sandbox-svc:sandbox_bench -- [N]
 #include <spawn.h>
@@ -92,19 +92,26 @@ int main(int argc, char** argv) {
       "      - {executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}\n",
       "bench.yaml");
   if (!policy.ok()) return 1;
+  // Two services, the exec supervisor on (as deployed) and off, called alternately.
   gantry::sandbox::SandboxOptions options;
   options.policy = [snapshot = *policy] { return snapshot; };
   gantry::sandbox::Sandbox sandbox(options);
+  options.supervise_exec = false;
+  gantry::sandbox::Sandbox unsupervised(options);
   gantry::sandbox::ToolServiceOptions service_options;
   service_options.endpoint = "tcp://127.0.0.1:*";
   service_options.workers = 1;
   gantry::sandbox::ToolService service(sandbox, service_options);
-  if (!service.Start().ok()) return 1;
+  gantry::sandbox::ToolService service_off(unsupervised, service_options);
+  if (!service.Start().ok() || !service_off.Start().ok()) return 1;
 
   zmq::context_t context(1);
   zmq::socket_t req(context, zmq::socket_type::req);
   req.set(zmq::sockopt::linger, 0);
   req.connect(service.endpoint());
+  zmq::socket_t req_off(context, zmq::socket_type::req);
+  req_off.set(zmq::sockopt::linger, 0);
+  req_off.connect(service_off.endpoint());
   gantry::v1::ToolCall call;
   call.set_call_id("call_bench");
   call.set_workspace(ws);
@@ -113,31 +120,42 @@ int main(int argc, char** argv) {
   call.mutable_exec()->add_argv("small.txt");
   const std::string body = call.SerializeAsString();
 
-  std::vector<double> sandboxed, direct;
+  std::vector<double> sandboxed, sandboxed_off, direct, decide_us;
   int failures = 0;
-  for (int i = 0; i < n + 5; ++i) {
+  // One call; its time in ms, or -1 when it failed.
+  auto call_once = [&](zmq::socket_t& socket, bool supervised) -> double {
     auto start = Clock::now();
-    if (!gantry::SendFrames(req, {body}).ok()) return 1;
-    auto frames = gantry::RecvFrames(req, 30000);
+    if (!gantry::SendFrames(socket, {body}).ok()) return -1;
+    auto frames = gantry::RecvFrames(socket, 30000);
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     gantry::v1::ToolResult r;
-    if (!frames.ok() || !r.ParseFromString(frames->back()) || r.outcome() != gantry::v1::TOOL_RAN ||
-        r.stdout() != "a small file\n") {
-      ++failures;
-      if (failures == 1 && frames.ok()) {
+    bool ok = frames.ok() && r.ParseFromString(frames->back()) &&
+              r.outcome() == gantry::v1::TOOL_RAN && r.stdout() == "a small file\n" &&
+              (supervised ? r.execs_size() == 1 && r.execs(0).allowed() : r.execs_size() == 0);
+    if (!ok) {
+      if (++failures == 1 && frames.ok()) {
         std::fprintf(stderr, "failed call: %s\n", r.ShortDebugString().c_str());
       }
-      continue;
+      return -1;
     }
-    if (i >= 5) sandboxed.push_back(ms);  // 5 warm-up calls
+    if (supervised) decide_us.push_back(static_cast<double>(r.execs(0).decide_us()));
+    return ms;
+  };
+  for (int i = 0; i < n + 5; ++i) {
+    double on = call_once(req, true);
+    double off = call_once(req_off, false);
+    if (i < 5) continue;  // warm-up calls
+    if (on >= 0) sandboxed.push_back(on);
+    if (off >= 0) sandboxed_off.push_back(off);
   }
   for (int i = 0; i < n + 5; ++i) {
     double ms = DirectCatMs(ws + "/small.txt");
     if (i >= 5) direct.push_back(ms);
   }
   service.Stop();
+  service_off.Stop();
   if (std::system(("rm -rf '" + ws + "'").c_str()) != 0) std::fprintf(stderr, "cannot remove %s\n", ws.c_str());
-  if (sandboxed.empty()) {
+  if (sandboxed.empty() || sandboxed_off.empty()) {
     std::fprintf(stderr, "every sandboxed call failed (%d); run as root?\n", failures);
     return 1;
   }
@@ -148,6 +166,10 @@ int main(int argc, char** argv) {
   std::printf("load average (1 min) before %s, after %s, on %ld cores\n", load_before.c_str(),
               LoadAverage().c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("%-34s p50 %8.2f ms   p99 %8.2f ms\n", "through gantry-sandbox (ZeroMQ)", s50, s99);
+  std::printf("%-34s p50 %8.2f ms   p99 %8.2f ms\n", "  the same, exec supervisor off",
+              Percentile(sandboxed_off, 0.5), Percentile(sandboxed_off, 0.99));
+  std::printf("%-34s p50 %8.1f us   p99 %8.1f us\n", "  supervisor's decision per exec",
+              Percentile(decide_us, 0.5), Percentile(decide_us, 0.99));
   std::printf("%-34s p50 %8.2f ms   p99 %8.2f ms\n", "direct spawn, no isolation (peer)", d50, d99);
   std::printf("ratio sandboxed/direct              p50 %8.1fx    p99 %8.1fx\n", s50 / d50,
               s99 / d99);
