@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
@@ -38,6 +39,7 @@ namespace {
 constexpr int kChildSeccompFd = 3;
 constexpr int kChildStatusFd = 4;
 constexpr char kPrlimit[] = "/usr/bin/prlimit";
+constexpr size_t kMaxWritable = 32;
 
 // Closes a descriptor once, on scope exit.
 class Fd {
@@ -70,6 +72,7 @@ struct ChildPlan {
   PrivilegeDrop drop;
   int netns_fd;  // a fresh network namespace to join, or -1
   const char* workspace;
+  std::vector<const char*> writable;  // relative to the workspace, already checked
   std::string tmp_options;    // tmpfs options of the sandbox /tmp
   const char* bwrap;
   pid_t parent;
@@ -87,6 +90,53 @@ struct ChildPlan {
 }
 
 int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
+
+// `prefix` followed by the decimal digits of `v` (>= 0), without allocating.
+void Digits(const char* prefix, int v, char* out) {
+  size_t len = strlen(prefix);
+  memcpy(out, prefix, len);
+  char digits[16];
+  int n = 0;
+  for (; v > 0 || n == 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  while (n > 0) out[len++] = digits[--n];
+  out[len] = '\0';
+}
+
+// Binds each writable grant at its stage path (kStageWritable + index) from a
+// descriptor opened beneath `ws` without following any symlink or magic link: a path
+// swapped for a link after the service's check fails the call here, and mount(2)
+// follows the descriptor, not a path that could be swapped again.
+void BindWritable(const ChildPlan& p, int ws) {
+  for (size_t i = 0; i < p.writable.size(); ++i) {
+    int fd;
+    if (p.writable[i][0] == '\0') {
+      fd = fcntl(ws, F_DUPFD_CLOEXEC, 0);
+    } else {
+      open_how how;
+      memset(&how, 0, sizeof(how));
+      how.flags = O_PATH | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+      fd = static_cast<int>(syscall(SYS_openat2, ws, p.writable[i], &how, sizeof(how)));
+    }
+    if (fd < 0) ChildFail("a writable path changed after its check");
+    struct stat st;
+    char stage[64], source[64];
+    Digits(kStageWritable, static_cast<int>(i), stage);
+    Digits("/proc/self/fd/", fd, source);
+    if (fstat(fd, &st) != 0) ChildFail("stat writable path");
+    if (S_ISDIR(st.st_mode)) {
+      if (mkdir(stage, 0755) != 0) ChildFail("mkdir");
+    } else if (S_ISREG(st.st_mode)) {
+      int f = open(stage, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+      if (f < 0) ChildFail("stage file");
+      close(f);
+    } else {
+      ChildFail("a writable path is neither a directory nor a file");
+    }
+    if (mount(source, stage, nullptr, MS_BIND, nullptr) != 0) ChildFail("bind writable path");
+    close(fd);
+  }
+}
 
 [[noreturn]] void RunChild(const ChildPlan& p) {
   setpgid(0, 0);
@@ -110,15 +160,8 @@ int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
     // before the stage tmpfs may cover it.
     int ws = open(p.workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (ws < 0) ChildFail("open workspace");
-    char ws_proc[64] = "/proc/self/fd/";
-    {
-      char digits[16];
-      int n = 0;
-      for (int v = ws; v > 0 || n == 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
-      size_t len = strlen(ws_proc);
-      while (n > 0) ws_proc[len++] = digits[--n];
-      ws_proc[len] = '\0';
-    }
+    char ws_proc[64];
+    Digits("/proc/self/fd/", ws, ws_proc);
     if (mount("gantry-stage", kStageRoot, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "size=64k,mode=0755") != 0) {
       ChildFail("stage tmpfs");
@@ -131,6 +174,7 @@ int MoveHigh(int fd) { return fcntl(fd, F_DUPFD, 64); }
     if (mount(ws_proc, kStageWorkspace, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
       ChildFail("bind workspace");
     }
+    BindWritable(p, ws);
     if (netns >= 0 && setns(netns, CLONE_NEWNET) != 0) ChildFail("setns(net)");
     gid_t gid = p.drop.gid;
     if (setgroups(1, &gid) != 0 || setresgid(gid, gid, gid) != 0 ||
@@ -307,8 +351,10 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   }
   const std::string ws_source = staged ? kStageWorkspace : spec.workspace;
   a.insert(a.end(), {"--ro-bind", ws_source, kSandboxWorkspace});
-  for (const auto& rel : spec.writable) {
-    a.insert(a.end(), {"--bind", JoinPath(ws_source, rel), JoinPath(kSandboxWorkspace, rel)});
+  for (size_t i = 0; i < spec.writable.size(); ++i) {
+    a.insert(a.end(), {"--bind",
+                       staged ? absl::StrCat(kStageWritable, i) : JoinPath(ws_source, spec.writable[i]),
+                       JoinPath(kSandboxWorkspace, spec.writable[i])});
   }
   a.insert(a.end(), {"--remount-ro", "/", "--chdir", JoinPath(kSandboxWorkspace, spec.cwd),
                      "--clearenv", "--setenv", "PATH", kSandboxPath, "--setenv", "HOME", "/tmp",
@@ -350,6 +396,9 @@ PrivilegeDrop ChoosePrivilegeDrop(const std::string& workspace, uid_t fallback_u
 
 absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const PrivilegeDrop& drop) {
   if (spec.argv.empty()) return ReasonError("invalid_tool_call", "empty argv");
+  if (spec.writable.size() > kMaxWritable) {
+    return ReasonError("invalid_tool_call", "more than 32 writable paths");
+  }
   const int64_t start = SystemClock().MonotonicMicros();
   Fd ws(open(spec.workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (ws.get() < 0) {
@@ -396,6 +445,7 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   plan.drop = drop;
   plan.netns_fd = netns.get();
   plan.workspace = spec.workspace.c_str();
+  for (const auto& rel : spec.writable) plan.writable.push_back(rel.c_str());
   plan.tmp_options = absl::StrCat("size=", spec.limits.tmp_bytes, ",mode=1777");
   plan.bwrap = bwrap.c_str();
   plan.parent = getpid();

@@ -58,7 +58,11 @@ struct IsolationSpec {
   // Absolute host path of the workspace, already resolved (no symlinks).
   std::string workspace;
   // Paths relative to the workspace, resolved and checked to stay inside it, that are
-  // bound read-write. Each must exist.
+  // bound read-write (at most 32). Each must exist. As root, the set-up opens each
+  // again beneath the workspace without following any link (openat2 RESOLVE_BENEATH
+  // | RESOLVE_NO_SYMLINKS) and binds that descriptor at its stage path, which bwrap
+  // binds on: a swap after the check fails the call instead of binding what the link
+  // points at. Not root: bwrap binds the path (the race remains; docs/sandbox.md).
   std::vector<std::string> writable;
   // argv[0] is an absolute path as seen inside the sandbox.
   std::vector<std::string> argv;
@@ -99,6 +103,8 @@ struct PrivilegeDrop {
 inline constexpr char kStageRoot[] = "/tmp";
 inline constexpr char kStageWorkspace[] = "/tmp/ws";
 inline constexpr char kStageTmp[] = "/tmp/t";
+// Writable grant i is bound at kStageWritable + i ("/tmp/w0", ...).
+inline constexpr char kStageWritable[] = "/tmp/w";
 
 // The command line bwrap runs: prlimit(1) with the call's limits, then spec.argv. Pure.
 std::vector<std::string> PrlimitArgv(const IsolationSpec& spec);

@@ -1,9 +1,14 @@
 // The isolation layer and the tools, run for real through bubblewrap (as root).
 #include "sandbox-svc/isolation.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
@@ -41,8 +46,9 @@ TEST(BwrapArgvTest, HasEveryLayer) {
   EXPECT_TRUE(Has(a, {"--symlink", "usr/bin", "/bin"}));
   EXPECT_TRUE(Has(a, {"--ro-bind", "/lib64", "/lib64"}));
   EXPECT_TRUE(Has(a, {"--ro-bind", kStageWorkspace, "/workspace"}));
-  EXPECT_TRUE(Has(a, {"--bind", "/tmp/ws/src", "/workspace/src"}));
-  EXPECT_TRUE(Has(a, {"--bind", "/tmp/ws/out/x", "/workspace/out/x"}));
+  // Writable grants are bound from stage paths the set-up bound from descriptors.
+  EXPECT_TRUE(Has(a, {"--bind", "/tmp/w0", "/workspace/src"}));
+  EXPECT_TRUE(Has(a, {"--bind", "/tmp/w1", "/workspace/out/x"}));
   EXPECT_TRUE(Has(a, {"--bind", kStageTmp, "/tmp"}));
   EXPECT_TRUE(Has(a, {"--remount-ro", "/"}));
   EXPECT_TRUE(Has(a, {"--chdir", "/workspace/src"}));
@@ -54,6 +60,7 @@ TEST(BwrapArgvTest, HasEveryLayer) {
   auto b = BuildBwrapArgv(spec, layout, false, false, 3, 4);
   EXPECT_TRUE(Has(b, {"--tmpfs", "/tmp"}));
   EXPECT_TRUE(Has(b, {"--ro-bind", "/w", "/workspace"}));
+  EXPECT_TRUE(Has(b, {"--bind", "/w/src", "/workspace/src"}));
   // With a namespace joined ahead of time, bwrap does not make another.
   auto c = BuildBwrapArgv(spec, layout, true, true, 3, 4);
   EXPECT_FALSE(Has(c, {"--unshare-net"}));
@@ -135,6 +142,32 @@ TEST_F(SandboxToolsTest, TheCommandRunsUnderTheCallsLimits) {
     EXPECT_TRUE(absl::StrContains(absl::StrCat("\n", r.stdout()), want)) << want << "\n"
                                                                          << r.stdout();
   }
+}
+
+TEST_F(SandboxToolsTest, AWritablePathSwappedForALinkAfterItsCheckIsNotBound) {
+  // As if a concurrent call had replaced the checked directory "out" with a link to a
+  // host directory between the service's check and the mount: the set-up opens it
+  // again without following links, so the call fails and nothing is bound.
+  const std::string outside = ws_ + "-outside";
+  ASSERT_EQ(std::system(absl::StrCat("rm -rf '", outside, "' && mkdir '", outside, "'").c_str()), 0);
+  ASSERT_EQ(symlink(outside.c_str(), (ws_ + "/out").c_str()), 0);
+  IsolationSpec spec;
+  spec.workspace = ws_;
+  spec.writable = {"out"};
+  spec.argv = {"/usr/bin/touch", "/workspace/out/pwned"};
+  auto r = RunIsolated(spec, ChoosePrivilegeDrop(ws_, 65534, 65534));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "a writable path changed after its check"))
+      << r.status();
+  EXPECT_FALSE(testing::HostPathExists(outside + "/pwned"));
+  // The same directory without the link is bound and written.
+  ASSERT_EQ(unlink((ws_ + "/out").c_str()), 0);
+  ASSERT_EQ(mkdir((ws_ + "/out").c_str(), 0777), 0);
+  ASSERT_EQ(chown((ws_ + "/out").c_str(), testing::kTestUid, testing::kTestGid), 0);
+  auto ok = RunIsolated(spec, ChoosePrivilegeDrop(ws_, 65534, 65534));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->exit_code, 0) << ok->stderr_data;
+  EXPECT_TRUE(testing::HostPathExists(ws_ + "/out/pwned"));
 }
 
 TEST_F(SandboxToolsTest, MalformedCallsAreToolErrorsOrDenials) {
