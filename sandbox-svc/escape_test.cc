@@ -476,7 +476,8 @@ TEST_F(EscapeTest, IssueSeventeenReproductions) {
   EXPECT_EQ(t.successes(), 0);
 }
 
-// An attempt to run touch(1), which is never granted, through programs that are.
+// An attempt to run touch(1) on a file its rule does not grant, through programs that
+// are granted.
 struct ExecAttempt {
   const char* what;
   std::vector<std::string> grant;  // executables granted without further rules
@@ -570,8 +571,16 @@ TEST_F(EscapeTest, ExecSupervisorFamilies) {
       std::vector<std::string> argv;
       for (const auto& s : a.argv) argv.push_back(absl::StrReplaceAll(s, {{"MARK", mark}}));
       std::vector<std::string> grant = a.grant;
-      if (with_touch) grant.push_back("/usr/bin/touch");
-      auto r = RunUnder(ToolsPolicy(grant), ws_, argv);
+      // touch is in the sandbox, granted only for another file, so that its exec must
+      // be refused by the exec supervisor (an absent program would prove less); the
+      // control grants it outright.
+      std::vector<std::string> rules;
+      if (with_touch) {
+        grant.push_back("/usr/bin/touch");
+      } else {
+        rules.push_back("{executable: /usr/bin/touch, operands: {globs: [\"/workspace/out/none\"]}}");
+      }
+      auto r = RunUnder(ToolsPolicy(grant, rules), ws_, argv);
       const bool marked = HostPathExists(ws_ + mark.substr(strlen("/workspace")));
       if (with_touch) {
         // The control: the same attempt works once touch is granted, so the denial

@@ -40,8 +40,12 @@ class ExecSupervisorTest : public ::testing::Test {
   // Runs `argv` under a policy granting `executables` to principal "tools"; out/ is
   // writable.
   v1::ToolResult Run(const std::vector<std::string>& executables,
-                     const std::vector<std::string>& argv) {
-    auto policy = policy::LoadPolicyText(testing::PolicyGranting("tools", executables), "t.yaml");
+                     const std::vector<std::string>& argv,
+                     const std::vector<std::string>& rules = {}) {
+    std::string extra;
+    for (const auto& r : rules) absl::StrAppend(&extra, "      - ", r, "\n");
+    auto policy = policy::LoadPolicyText(testing::PolicyGranting("tools", executables, extra),
+                                         "t.yaml");
     EXPECT_TRUE(policy.ok()) << policy.status();
     SandboxOptions options;
     options.policy = [snapshot = *policy] { return snapshot; };
@@ -67,27 +71,39 @@ class ExecSupervisorTest : public ::testing::Test {
 };
 
 TEST_F(ExecSupervisorTest, AGrandchildsExecIsDecidedByTheSameRules) {
-  // attempts is allowed; its grandchild's exec of touch is not granted.
-  auto r = Run({attempts_}, {attempts_, "grandchild", "/usr/bin/touch", kMarker});
+  // attempts is allowed; cat is allowed for workspace files only. The grandchild's
+  // cat of a host file is refused by the supervisor with cat's own rule.
+  const std::vector<std::string> policy = {attempts_};
+  const std::string cat_rule = "{executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}";
+  auto r = Run(policy, {attempts_, "grandchild", "/usr/bin/cat", "/etc/os-release"}, {cat_rule});
   ASSERT_EQ(r.outcome(), v1::TOOL_RAN) << r.stderr() << r.denial_reason();
   EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
-  EXPECT_FALSE(Marked());
   const v1::ExecDecision* d = FirstDenied(r);
   ASSERT_NE(d, nullptr);
-  EXPECT_EQ(d->executable(), "/usr/bin/touch");
-  EXPECT_EQ(d->rule_id(), "default_deny");
-  EXPECT_TRUE(absl::StartsWith(d->reason(), "rule:default_deny: ")) << d->reason();
+  EXPECT_EQ(d->executable(), "/usr/bin/cat");
+  EXPECT_EQ(d->rule_id(), "grants[0].commands[1]") << d->reason();
+  EXPECT_TRUE(absl::StartsWith(d->reason(), "rule:grants[0].commands[1]: ")) << d->reason();
   ASSERT_GE(r.execs_size(), 2);
   EXPECT_TRUE(r.execs(0).allowed());
   EXPECT_EQ(r.execs(0).executable(), attempts_);
   EXPECT_EQ(r.execs_denied(), 1u);
 
-  // Control: with touch granted the same grandchild runs it.
+  // Control: the same grandchild's cat of a workspace file runs.
+  auto ok = Run(policy, {attempts_, "grandchild", "/usr/bin/cat", "/workspace/a.txt"}, {cat_rule});
+  EXPECT_EQ(ok.stdout(), "original\nerrno=0\n") << ok.stderr();
+  EXPECT_EQ(ok.execs_denied(), 0u);
+}
+
+TEST_F(ExecSupervisorTest, AProgramNoRuleNamesIsNotEvenInTheSandbox) {
+  // Defence in depth: the program directories hold only the granted programs, so an
+  // exec of touch finds nothing (ENOENT), supervisor or not.
+  auto r = Run({attempts_}, {attempts_, "grandchild", "/usr/bin/touch", kMarker});
+  EXPECT_EQ(r.stdout(), "errno=2\n") << r.stderr();
+  EXPECT_FALSE(Marked());
   auto ok = Run({attempts_, "/usr/bin/touch"},
                 {attempts_, "grandchild", "/usr/bin/touch", kMarker});
   EXPECT_EQ(ok.stdout(), "errno=0\n") << ok.stderr();
   EXPECT_TRUE(Marked());
-  EXPECT_EQ(ok.execs_denied(), 0u);
 }
 
 TEST_F(ExecSupervisorTest, TheCommandsOwnExecIsDecidedWithItsRealArgv) {
@@ -150,14 +166,14 @@ TEST_F(ExecSupervisorTest, ExecsThroughWritablePlacesAreRefused) {
 }
 
 TEST_F(ExecSupervisorTest, Argv0MustNameTheFileThatRuns) {
-  // exec -a: argv[0] says "cat" (granted) while the kernel runs touch (granted too,
-  // but decided under its own name only).
-  ASSERT_EQ(symlink("/usr/bin/touch", (ws_ + "/cat").c_str()), 0);
-  auto r = Run({attempts_, "/usr/bin/cat"}, {attempts_, "plain", "/workspace/cat", kMarker});
+  // exec -a: the kernel runs attempts while argv[0] says "cat" (granted as well):
+  // the rules would decide cat, so the exec is refused.
+  auto r = Run({attempts_, "/usr/bin/cat"},
+               {attempts_, "argv0", attempts_, "cat", "plain", "/usr/bin/touch", kMarker});
   EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
-  EXPECT_FALSE(Marked());
   ASSERT_NE(FirstDenied(r), nullptr);
-  EXPECT_EQ(FirstDenied(r)->executable(), "/usr/bin/touch");
+  EXPECT_EQ(FirstDenied(r)->rule_id(), "exec_mismatch") << FirstDenied(r)->reason();
+  EXPECT_EQ(FirstDenied(r)->executable(), attempts_);
 }
 
 }  // namespace

@@ -26,8 +26,11 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/error_codes.h"
 #include "common/status.h"
@@ -339,6 +342,11 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   for (const auto& [path, target] : layout.links) {
     a.insert(a.end(), {"--symlink", target, path});
   }
+  if (spec.only_programs) {
+    std::vector<std::string> programs = spec.programs;
+    programs.push_back(kPrlimit);  // the set-up's own, before the command
+    AppendProgramView(programs, &a);
+  }
   for (const auto& dir : layout.dirs) a.insert(a.end(), {"--ro-bind", dir, dir});
   for (const auto& file : layout.etc) a.insert(a.end(), {"--ro-bind", file, file});
   // No /proc: without it no process can write another's /proc/PID/mem (the exec
@@ -365,6 +373,69 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   std::vector<std::string> command = PrlimitArgv(spec);
   a.insert(a.end(), command.begin(), command.end());
   return a;
+}
+
+namespace {
+
+bool InProgramDir(absl::string_view path) {
+  for (const char* dir : kProgramDirs) {
+    absl::string_view d(dir);
+    if (absl::StartsWith(path, d) && path.size() > d.size() && path[d.size()] == '/') return true;
+  }
+  return false;
+}
+
+// The directory part of `path` joined with `target` and cleaned lexically.
+std::string JoinLink(const std::string& path, const std::string& target) {
+  std::string joined = target.empty() || target[0] == '/'
+                           ? target
+                           : absl::StrCat(path.substr(0, path.rfind('/') + 1), target);
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(joined, '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.emplace_back(part);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+}  // namespace
+
+// The program directories as empty read-only tmpfs mounts holding `programs`: each
+// link on the way to a program's file that lies in one of them is recreated with the
+// same target, and the file itself is bound read-only.
+void AppendProgramView(const std::vector<std::string>& programs, std::vector<std::string>* a) {
+  std::vector<std::string> dirs;
+  for (const char* dir : kProgramDirs) {
+    struct stat st;
+    if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) dirs.push_back(dir);
+  }
+  for (const auto& dir : dirs) a->insert(a->end(), {"--tmpfs", dir});
+  absl::flat_hash_set<std::string> done;
+  for (std::string path : programs) {
+    for (int hop = 0; hop < 40 && !path.empty() && path[0] == '/'; ++hop) {
+      struct stat st;
+      if (lstat(path.c_str(), &st) != 0) break;
+      const bool masked = InProgramDir(path);
+      if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+        if (n <= 0) break;
+        std::string t(target, static_cast<size_t>(n));
+        if (masked && done.insert(path).second) a->insert(a->end(), {"--symlink", t, path});
+        path = JoinLink(path, t);
+        continue;
+      }
+      if (masked && S_ISREG(st.st_mode) && done.insert(path).second) {
+        a->insert(a->end(), {"--ro-bind", path, path});
+      }
+      break;
+    }
+  }
+  for (const auto& dir : dirs) a->insert(a->end(), {"--remount-ro", dir});
 }
 
 std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {

@@ -77,7 +77,19 @@ struct IsolationSpec {
   ExecDecider decide_exec;
   // False only for sandbox_bench's comparison: no exec supervisor at all.
   bool supervise_exec = true;
+  // When set, the program directories (kProgramDirs) hold only `programs` (absolute
+  // paths, each with the chain of links that leads to its file); the rest of /usr
+  // (libraries, data) stays visible. Unset: the whole of /usr (gantry sandbox exec
+  // without rules).
+  bool only_programs = false;
+  std::vector<std::string> programs;
 };
+
+// Where executables live on a Debian host; with IsolationSpec::only_programs each is
+// an empty read-only tmpfs inside the sandbox apart from the programs bound into it.
+inline constexpr const char* kProgramDirs[] = {"/usr/bin",       "/usr/sbin", "/usr/local/bin",
+                                               "/usr/local/sbin", "/usr/games", "/usr/libexec",
+                                               "/usr/lib/git-core"};
 
 // The system view: how /bin, /lib, ... exist on this host (Debian 12 links them into
 // /usr). Detected once.
@@ -105,6 +117,11 @@ inline constexpr char kStageWorkspace[] = "/tmp/ws";
 inline constexpr char kStageTmp[] = "/tmp/t";
 // Writable grant i is bound at kStageWritable + i ("/tmp/w0", ...).
 inline constexpr char kStageWritable[] = "/tmp/w";
+
+// Appends to a bwrap argument vector the program-only view of kProgramDirs: each an
+// empty tmpfs holding `programs` and the links that lead to them (read from the host
+// with lstat/readlink), then remounted read-only.
+void AppendProgramView(const std::vector<std::string>& programs, std::vector<std::string>* argv);
 
 // The command line bwrap runs: prlimit(1) with the call's limits, then spec.argv. Pure.
 std::vector<std::string> PrlimitArgv(const IsolationSpec& spec);

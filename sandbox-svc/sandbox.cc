@@ -120,6 +120,19 @@ ExecVerdict ExecVerdictOf(const CommandDecision& d, const ExecRequest& x) {
   return {true, d.rule_id, ""};
 }
 
+// The executables `principal`'s command grants name and no deny removes.
+std::vector<std::string> GrantedPrograms(const policy::Snapshot& snapshot,
+                                         const std::string& principal) {
+  std::vector<std::string> out;
+  auto it = snapshot.by_name.find(principal);
+  if (it == snapshot.by_name.end()) return out;
+  for (const auto& [path, access] : snapshot.principals[it->second].commands) {
+    if (access.deny_rule.empty() && !access.grants.empty()) out.push_back(path);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // Gantry's own fixed commands: exactly these execs (executable, argv), nothing else.
 struct ExpectedExec {
   std::string executable;
@@ -246,10 +259,18 @@ void RunExec(Call& c) {
                            c.call.grant().exec_rules().substr(0, 100), "'"));
       return;
     }
+    std::shared_ptr<const policy::Snapshot> snapshot_for_view = snapshot;
     std::unique_ptr<CommandRuleSet> from_policy;
     if (listed == nullptr) {
       from_policy = std::make_unique<PolicyCommandRules>(std::move(snapshot),
                                                         c.call.grant().exec_rules(), resolver);
+    }
+    // Only the programs the rules name exist in the sandbox's program directories.
+    spec.only_programs = true;
+    if (listed != nullptr) {
+      for (const auto& rule : listed->executables) spec.programs.push_back(rule.path);
+    } else {
+      spec.programs = GrantedPrograms(*snapshot_for_view, c.call.grant().exec_rules());
     }
     CommandDecision d = listed != nullptr
                             ? DecideCommand(*listed, argv, sandbox_cwd, resolver)
@@ -290,6 +311,8 @@ absl::StatusOr<RunOutcome> RunFixed(Call& c, std::vector<std::string> argv,
   c.result->set_resolved_executable(*exe);
   IsolationSpec spec;
   also.push_back({*exe, argv});
+  spec.only_programs = true;
+  for (const auto& e : also) spec.programs.push_back(e.executable);
   spec.decide_exec = AllowExactly(std::move(also));
   spec.argv = std::move(argv);
   spec.writable = std::move(writable);

@@ -5,7 +5,8 @@
 // MODE: plain, thread (exec while a second thread runs), vfork-thread (vfork from a
 // process with a second thread), shared (the path and argv in MAP_SHARED memory),
 // clone-vm (clone(CLONE_VM) without CLONE_THREAD or CLONE_VFORK), fd (execveat of an
-// open descriptor), grandchild (fork, fork, exec).
+// open descriptor), grandchild (fork, fork, exec), argv0 (exec PATH with argv[0] set to
+// the next argument: exec_attempts argv0 PATH NAME [ARGS...]).
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -92,6 +93,11 @@ int main(int argc, char** argv) {
     int fd = open(target[0], O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Report(errno);
     syscall(SYS_execveat, fd, "", target, environ, AT_EMPTY_PATH);
+    return Report(errno);
+  }
+  if (strcmp(mode, "argv0") == 0) {
+    if (argc < 4) return 2;
+    execv(target[0], target + 1);
     return Report(errno);
   }
   if (strcmp(mode, "grandchild") == 0) {
