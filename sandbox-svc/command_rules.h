@@ -7,16 +7,23 @@
 // Anything not listed is denied (deny by default).
 //
 // Deciding a command: argv[0] is resolved to the real executable (see
-// executable_resolver.h); known wrappers are unwrapped and every program in the chain
-// must be allowed on its own: env, nice, timeout, nohup, stdbuf, setsid, ionice,
-// xargs, sh/bash/dash -c (one simple command: no pipes, redirections, expansions or
-// globs), find -exec/-execdir/-ok/-okdir, and git's global options (-C, --git-dir, ...;
-// -c, --config-env and --exec-path are always denied because they can make git run any
-// program). Flags are normalised before matching: "--name=value" is "--name", a
-// unique prefix of a denied long flag counts as that flag (GNU getopt abbreviations),
-// and a short cluster "-rf" counts as "-r" and "-f" as well as itself.
-// Environment assignments that change how programs are found or loaded (PATH, LD_*,
-// BASH_ENV, ENV, GIT_* ...) are denied.
+// executable_resolver.h); a multi-call binary is decided as the name it runs under
+// (git-<cmd> is `git <cmd>`, a busybox applet is busybox's rule with the applet as its
+// first word), at every level of the chain. Known wrappers are unwrapped with the
+// program's own option grammar and every program in the chain must be allowed on its
+// own: env (getopt_long as GNU env reads it, -S split as env splits it and read again),
+// nice, timeout, nohup, stdbuf, setsid, ionice, xargs (optional arguments only
+// attached; unknown options deny), sh/bash/dash/ash/ksh/zsh -c (one simple command: no
+// pipes, redirections, expansions or globs), find -exec/-execdir/-ok/-okdir ('+' ends
+// the command only right after "{}"), git's global options (-C; options that choose the
+// repository or can run programs are denied), and the commands that tar options, sed's
+// e command and awk's system() run through /bin/sh -c. Words that xargs appends or
+// substitutes may not reach a place where they choose a program. Flags are normalised
+// before matching: "--name=value" is "--name", a unique prefix of a denied long flag
+// counts as that flag (GNU getopt abbreviations), and a short cluster "-rf" counts as
+// "-r" and "-f" as well as itself. Environment assignments that change how programs are
+// found, loaded or configured (PATH, LD_*, HOME, GIT_* ...) are denied. docs/sandbox.md
+// ("Command rules") lists exactly what is modelled and what is not.
 //
 // Rules come from the policy file (policy_command_rules.h: a principal's
 // grants[i].commands) or, in code, from a CommandRules list (tests, the benchmark, the
@@ -88,7 +95,8 @@ struct CommandDecision {
   std::string rule_id;
   // With a denial: "rule:<id>: <why>".
   std::string reason;
-  // The argv to run: the input with argv[0] replaced by its resolved path.
+  // The argv to run: the input with argv[0] replaced by its resolved path (for a
+  // multi-call name, the command it names: ./git-log -> [/usr/bin/git, log, ...]).
   std::vector<std::string> argv;
   // The program that finally runs after unwrapping (the innermost resolved path).
   std::string resolved_executable;
@@ -104,11 +112,20 @@ CommandDecision DecideCommand(const CommandRuleSet& rules, const std::vector<std
 CommandDecision DecideCommand(const CommandRules& rules, const std::vector<std::string>& argv,
                               absl::string_view cwd, const ExecutableResolver& resolver);
 
-// Splits the text of `sh -c TEXT` (or `env -S TEXT`) into words when it is one simple
-// command: words separated by blanks, with '...' and "..." quoting and backslash
-// escapes. Errors: PERMISSION_DENIED naming the first construct that is not plain:
-// | & ; < > ( ) $ ` * ? [ ] { } ~ # !, a newline, an assignment, an unterminated quote.
+// Splits the text of `sh -c TEXT` into words when it is one simple command: words
+// separated by blanks, with '...' and "..." quoting and backslash escapes. Errors:
+// PERMISSION_DENIED naming the first construct that is not plain: | & ; < > ( ) $ ` * ?
+// [ ] { } ~ # !, a newline, an assignment, an unterminated quote.
 absl::StatusOr<std::vector<std::string>> SplitSimpleCommand(absl::string_view text);
+
+// Splits the text of `env -S TEXT` as GNU env does (coreutils' build_argv): blanks
+// separate words outside quotes; '...' keeps everything but \\ and \'; "..." and bare
+// text know \" \' \\ \# \$ \_ (a separator outside "...", a space inside), \c (ends the
+// text), \f \n \r \t \v; '#' at a word's start ends the text. Errors (PERMISSION_DENIED):
+// what env itself refuses (another backslash sequence, \c inside "...", a trailing
+// backslash, an unterminated quote) and any ${NAME}, whose value the rules cannot know.
+// A text of only white space gives no words (env then ignores it).
+absl::StatusOr<std::vector<std::string>> SplitEnvSplitString(absl::string_view text);
 
 // Whether setting environment variable `name` is denied (changes lookup or loading).
 bool IsDeniedEnvName(absl::string_view name);

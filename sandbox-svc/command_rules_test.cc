@@ -129,7 +129,7 @@ TEST_F(CommandRulesTest, ShellTextMustBeOneSimpleCommand) {
 TEST_F(CommandRulesTest, GitGlobalOptionsAndSubcommands) {
   EXPECT_TRUE(D({"git", "status"}).allowed);
   EXPECT_TRUE(D({"git", "-C", "sub", "--no-pager", "log", "-n", "3"}).allowed);
-  EXPECT_TRUE(D({"git", "--git-dir=.git", "diff"}).allowed);
+  EXPECT_FALSE(D({"git", "--git-dir=.git", "diff"}).allowed);  // chooses the repository
   EXPECT_FALSE(D({"git", "push"}).allowed);
   EXPECT_FALSE(D({"git"}).allowed);
   EXPECT_FALSE(D({"git", "-c", "core.pager=rm", "log"}).allowed);
@@ -212,14 +212,18 @@ namespace {
 TEST(CommandRulesRobustnessTest, RandomInputsNeverCrash) {
   CommandRules rules;
   rules.name = "t";
-  for (const char* w : {"env", "sh", "find", "xargs", "git", "cat", "timeout", "nice"}) {
+  for (const char* w : {"env", "sh", "find", "xargs", "git", "cat", "timeout", "nice", "tar",
+                        "sed", "awk", "busybox", "perl"}) {
     rules.executables.push_back({w, std::string("/usr/bin/") + w, {"status"}, {"-x"}, {"*"}, {}, -1});
   }
   FakeResolver resolver;
   const std::vector<std::string> vocab = {
       "env", "sh", "-c", "find", "-exec", ";", "+", "xargs", "-I", "{}", "git", "-C", "--",
       "cat", "timeout", "5", "nice", "-n", "'", "\"", "\\", "$", "a b", "-S", "PATH=x",
-      "=", "", "--x=", "-", "../..", "/workspace/cat", "\n", std::string(1, '\0')};
+      "=", "", "--x=", "-", "../..", "/workspace/cat", "\n", std::string(1, '\0'),
+      "tar", "-I", "--to-command=", "sed", "e", "s/x/y/e", "awk", "system(\"", "|", "/",
+      "busybox", "git-log", "--eof", "-l", "\\_", "\\c", "#", "${X}", "perl", "-e",
+      "-execdir", "-ok", "{} +", "[", "]", "--git-dir"};
   uint64_t state = 12345;
   auto next = [&] {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -241,6 +245,398 @@ TEST(CommandRulesRobustnessTest, RandomInputsNeverCrash) {
     for (const auto& a : argv) text += a + (next() % 2 ? " " : "");
     (void)SplitSimpleCommand(text);
   }
+}
+
+}  // namespace
+}  // namespace gantry::sandbox
+
+// Issue 17: argv-parsing bypasses of the executable-aware rules, each reproduced.
+namespace gantry::sandbox {
+namespace {
+
+class CommandRulesBypassTest : public CommandRulesTest {
+ protected:
+  // Denied, and the reason quotes rule `id` ("rule:<id>: ...").
+  void ExpectDenied(const std::vector<std::string>& argv, const std::string& id) {
+    CommandDecision d = D(argv);
+    std::string shown;
+    for (const auto& a : argv) shown += "[" + a + "] ";
+    EXPECT_FALSE(d.allowed) << shown;
+    EXPECT_TRUE(absl::StartsWith(d.reason, "rule:" + id + ":")) << shown << "-> " << d.reason;
+  }
+  void ExpectAllowed(const std::vector<std::string>& argv) {
+    CommandDecision d = D(argv);
+    std::string shown;
+    for (const auto& a : argv) shown += "[" + a + "] ";
+    EXPECT_TRUE(d.allowed) << shown << "-> " << d.reason;
+  }
+};
+
+// 1. GNU xargs: --eof, --replace, --max-lines (-e, -i, -l) take a value only attached
+// with '=' (or, short, in the same word); `--eof id` leaves `id` as the command.
+TEST_F(CommandRulesBypassTest, XargsOptionalArgumentsAreOnlyAttached) {
+  ExpectDenied({"xargs", "--eof", "id", "cat"}, "default-deny");
+  EXPECT_EQ(D({"xargs", "--eof", "id", "cat"}).resolved_executable, "/usr/bin/id");
+  ExpectDenied({"xargs", "--replace", "id", "cat"}, "default-deny");
+  ExpectDenied({"xargs", "-e", "id", "cat"}, "default-deny");
+  ExpectDenied({"xargs", "-l", "id", "cat"}, "default-deny");
+  ExpectDenied({"xargs", "-i", "id", "cat"}, "default-deny");
+  ExpectAllowed({"xargs", "--eof=id", "cat"});
+  ExpectAllowed({"xargs", "-eEND", "cat"});
+  ExpectAllowed({"xargs", "-E", "END", "cat"});
+  ExpectAllowed({"xargs", "--replace=R", "cat", "R"});
+  ExpectAllowed({"xargs", "-i", "cat", "{}"});
+}
+
+// 2. `xargs --max-lines rm cat victim.txt` runs rm (the same root cause).
+TEST_F(CommandRulesBypassTest, XargsMaxLinesWithoutValueRunsTheNextWord) {
+  ExpectDenied({"xargs", "--max-lines", "rm", "cat", "victim.txt"}, "default-deny");
+  EXPECT_EQ(D({"xargs", "--max-lines", "rm", "cat", "victim.txt"}).resolved_executable,
+            "/usr/bin/rm");
+  ExpectAllowed({"xargs", "--max-lines=2", "cat"});
+  ExpectAllowed({"xargs", "-l2", "cat"});
+  ExpectAllowed({"xargs", "-L", "2", "cat"});
+}
+
+// 3. env -S splits on \_ (and knows \t \n \# \$ \c \\ \" \' and ${VAR}).
+TEST_F(CommandRulesBypassTest, EnvSplitStringFollowsGnuEscapes) {
+  ExpectDenied({"env", "-S", "git -C .\\_-c\\_\"alias.x=!id;:\"\\_x status"}, "git-read");
+  EXPECT_TRUE(absl::StrContains(
+      D({"env", "-S", "git -C .\\_-c\\_\"alias.x=!id;:\"\\_x status"}).reason, "-c"));
+}
+
+// 4. git options that choose the repository (and so its config: core.fsmonitor, ...).
+TEST_F(CommandRulesBypassTest, GitRepositoryChoosingOptionsAreDenied) {
+  ExpectDenied({"git", "--git-dir=evil", "--work-tree=.", "status"}, "git-read");
+  ExpectDenied({"git", "--git-dir", "evil", "status"}, "git-read");
+  ExpectDenied({"git", "--work-tree=.", "status"}, "git-read");
+  ExpectDenied({"git", "--bare", "status"}, "git-read");
+  ExpectDenied({"git", "--namespace=x", "status"}, "git-read");
+  ExpectDenied({"git", "--git-d=evil", "status"}, "git-read");
+  ExpectDenied({"git", "--work=.", "status"}, "git-read");
+  ExpectDenied({"env", "GIT_DIR=evil", "git", "status"}, "env");
+  ExpectDenied({"env", "GIT_WORK_TREE=.", "git", "status"}, "env");
+  ExpectAllowed({"git", "-C", "sub", "status"});
+}
+
+// 5. A multi-call name (git-<cmd>) is decided at every level of the chain.
+TEST_F(CommandRulesBypassTest, MultiCallNamesAreDecidedAtEveryLevel) {
+  resolver_.links["/workspace/git-difftool"] = "/usr/bin/git";
+  resolver_.links["/workspace/git-status"] = "/usr/bin/git";
+  ExpectDenied({"env", "./git-difftool", "diff", "-x", "CMD"}, "git-read");
+  EXPECT_TRUE(absl::StrContains(D({"env", "./git-difftool", "diff", "-x", "CMD"}).reason,
+                                "subcommand 'difftool'"));
+  ExpectDenied({"nohup", "./git-difftool", "diff", "-x", "CMD"}, "git-read");
+  ExpectDenied({"./git-difftool", "diff", "-x", "CMD"}, "git-read");
+  ExpectAllowed({"env", "./git-status"});
+}
+
+// 6. find: '+' ends -exec/-execdir only right after "{}"; -ok/-okdir end only at ';'.
+TEST_F(CommandRulesBypassTest, FindPlusEndsExecOnlyAfterBraces) {
+  for (auto& r : rules_.executables) {
+    if (r.id == "cat") r.arg_patterns = {"[!/]*"};
+  }
+  ExpectDenied({"find", ".", "-exec", "cat", "+", "/usr/lib/os-release", ";"}, "cat");
+  ExpectDenied({"find", ".", "-execdir", "cat", "+", "/usr/lib/os-release", ";"}, "cat");
+  ExpectDenied({"find", ".", "-ok", "cat", "{}", "+", "/usr/lib/os-release", ";"}, "cat");
+  ExpectAllowed({"find", ".", "-exec", "cat", "{}", "+"});
+  ExpectAllowed({"find", ".", "-exec", "cat", "{}", "+", "-name", "x"});
+  ExpectAllowed({"find", ".", "-ok", "cat", "{}", ";"});
+}
+
+
+// More attempts in the same families; each is denied where the rules do not grant what
+// would finally run, with the deciding rule's id, and the legitimate forms still pass.
+class CommandRulesAttemptTest : public CommandRulesBypassTest {
+ protected:
+  CommandRulesAttemptTest() {
+    resolver_.links["/bin/sh"] = "/usr/bin/sh";  // awk, sed and tar run /bin/sh -c
+    rules_.executables.push_back(Rule("awk", "/usr/bin/awk"));
+    rules_.executables.push_back(Rule("tar", "/usr/bin/tar"));
+    ExecutableRule perl = Rule("perl", "/usr/bin/perl");
+    perl.arg_patterns = {"scripts/*.pl"};
+    rules_.executables.push_back(perl);
+    ExecutableRule busybox = Rule("busybox", "/usr/bin/busybox");
+    busybox.subcommands = {"cat", "ls", "env", "sh"};
+    rules_.executables.push_back(busybox);
+    rules_.executables.push_back(Rule("flock", "/usr/bin/flock"));
+  }
+};
+
+TEST_F(CommandRulesAttemptTest, EnvSplitStringUnits) {
+  using V = std::vector<std::string>;
+  auto split = [](const std::string& t) {
+    auto w = SplitEnvSplitString(t);
+    return w.ok() ? *w : V{"<denied>"};
+  };
+  EXPECT_EQ(split("a\\_b"), (V{"a", "b"}));
+  EXPECT_EQ(split("\"a\\_b\""), (V{"a b"}));
+  EXPECT_EQ(split("'a\\_b'"), (V{"a\\_b"}));
+  EXPECT_EQ(split("a\\tb"), (V{"a\tb"}));
+  EXPECT_EQ(split("a\\cb c"), (V{"a"}));
+  EXPECT_EQ(split("\\#x #y"), (V{"#x"}));
+  EXPECT_EQ(split("a#b"), (V{"a#b"}));
+  EXPECT_EQ(split("'' x"), (V{"", "x"}));
+  EXPECT_EQ(split("\"a'b\" 'c\"d'"), (V{"a'b", "c\"d"}));
+  EXPECT_EQ(split("  \t "), V{});
+  for (const char* bad : {"${HOME}", "$HOME", "a\\q", "a\\", "\"\\c\"", "'x", "'a\\zb'"}) {
+    EXPECT_EQ(split(bad), V{"<denied>"}) << bad;
+  }
+}
+
+// env -S text may hold options, assignments and another -S: env reads them again.
+TEST_F(CommandRulesAttemptTest, EnvSplitStringOptionsAndAssignments) {
+  ExpectDenied({"env", "-S", "PATH=/workspace cat"}, "env");
+  ExpectDenied({"env", "-S", "-i LD_PRELOAD=/workspace/x.so cat"}, "env");
+  ExpectDenied({"env", "-S", "-S\\_rm\\_x"}, "default-deny");
+  ExpectDenied({"env", "-vS", "rm x"}, "default-deny");
+  ExpectDenied({"env", "-S", "cat ${HOME}"}, "env");
+  ExpectDenied({"env", "-S", "git\\_-c\\_core.pager=id\\_log"}, "git-read");
+  ExpectAllowed({"env", "-S", "-u X cat", "a.txt"});
+  ExpectAllowed({"env", "-Scat a.txt"});
+  ExpectAllowed({"env", "--split-string=cat\\_a.txt"});
+  ExpectAllowed({"env", "./x=y", "cat"});  // any word with '=' is an assignment to env
+  auto d = D({"env", "-S", "-i A=1 cat 'a b'"});
+  EXPECT_TRUE(d.allowed) << d.reason;
+  EXPECT_EQ(d.resolved_executable, "/usr/bin/cat");
+}
+
+// Interpreters: inline code is an operand, attached or not.
+TEST_F(CommandRulesAttemptTest, InterpreterInlineCodeIsAnOperand) {
+  ExpectDenied({"python3", "-c", "import os; os.system('id')"}, "python");
+  ExpectDenied({"python3", "-cimport os; os.system('id')"}, "python");
+  ExpectDenied({"python3", "-Icimport os; os.system('id')"}, "python");
+  ExpectDenied({"python3", "-mhttp.server"}, "python");
+  ExpectDenied({"perl", "-e", "system('id')"}, "perl");
+  ExpectDenied({"perl", "-esystem('id')"}, "perl");
+  ExpectDenied({"perl", "-nesystem('id')", "scripts/a.pl"}, "perl");
+  ExpectDenied({"perl", "-Mstrict;system('id')", "scripts/a.pl"}, "perl");
+  ExpectDenied({"perl", "-lnesystem('id')", "scripts/a.pl"}, "perl");
+  ExpectDenied({"perl", "-0777esystem('id')", "scripts/a.pl"}, "perl");
+  ExpectDenied({"perl", "-lesystem('id')", "scripts/a.pl"}, "perl");
+  ExpectAllowed({"python3", "-B", "tests/a.py"});
+  ExpectAllowed({"perl", "-w", "scripts/a.pl"});
+  ExpectAllowed({"perl", "-lnw", "scripts/a.pl"});
+}
+
+// awk's system() and pipes run /bin/sh -c: a plain literal is decided as that command.
+TEST_F(CommandRulesAttemptTest, AwkSystemAndPipes) {
+  ExpectDenied({"awk", "BEGIN{system(\"id\")}"}, "default-deny");
+  EXPECT_EQ(D({"awk", "BEGIN{system(\"id\")}"}).resolved_executable, "/usr/bin/id");
+  ExpectDenied({"awk", "BEGIN { system (\"rm -rf x\") }"}, "default-deny");
+  ExpectDenied({"awk", "{x=\"id\"; system(x)}"}, "awk");
+  ExpectDenied({"awk", "{print | \"id\"}"}, "awk");
+  ExpectDenied({"awk", "BEGIN{\"id\" | getline x}"}, "awk");
+  ExpectDenied({"awk", "{ a = 1 / 1; system(\"id\"); b = 1 / 1 }"}, "default-deny");
+  ExpectDenied({"awk", "{ a = $1 / 2 } /x/ { print \"a|b\" | \"sh\" }"}, "awk");
+  ExpectDenied({"awk", "-f", "prog.awk", "a.txt"}, "awk");
+  ExpectDenied({"awk", "@load \"x\"; BEGIN{}"}, "awk");
+  ExpectDenied({"awk", "/[/]/ { print }"}, "awk");
+  ExpectDenied({"awk", "/[]\"/ ]/ ; BEGIN { system(\"id\") ; x = \"a\" }"}, "awk");
+  ExpectAllowed({"awk", "/a|b/ || $2 == \"x\" { print $1 / 2 }", "a.txt"});
+  ExpectAllowed({"awk", "-F:", "-v", "n=1", "{ print $n > \"out.txt\" }", "a.txt"});
+  ExpectAllowed({"awk", "BEGIN{system(\"cat a.txt\")}"});
+}
+
+// sed's e command and s///e flag run commands.
+TEST_F(CommandRulesAttemptTest, SedExecuteCommand) {
+  ExpectDenied({"sed", "1e id", "a.txt"}, "default-deny");
+  ExpectDenied({"sed", "-n", "/x/{p;e id\n}", "a.txt"}, "default-deny");
+  ExpectDenied({"sed", "s/x/id/e", "a.txt"}, "sed");
+  ExpectDenied({"sed", "s|x|id|ge", "a.txt"}, "sed");
+  ExpectDenied({"sed", "-e", "e", "a.txt"}, "sed");
+  ExpectDenied({"sed", "a.txt", "--expression=1e id"}, "default-deny");  // sed permutes
+  ExpectDenied({"sed", "-f", "script.sed", "a.txt"}, "sed");
+  ExpectDenied({"sed", "1q;x e", "a.txt"}, "sed");
+  ExpectAllowed({"sed", "-n", "s/a/b/gp;y/ab/cd/;$=", "a.txt"});
+  ExpectAllowed({"sed", "-E", "/^#/d;s,a/b,c,2", "a.txt"});
+  ExpectAllowed({"sed", "--sandbox", "-f", "script.sed", "a.txt"});
+  ExpectAllowed({"sed", "1e cat a.txt", "a.txt"});
+}
+
+// tar's options that run a command through /bin/sh -c.
+TEST_F(CommandRulesAttemptTest, TarCommandOptions) {
+  ExpectDenied({"tar", "-xf", "a.tar", "--to-command=id"}, "default-deny");
+  ExpectDenied({"tar", "-I", "id", "-xf", "a.tar"}, "default-deny");
+  ExpectDenied({"tar", "-xIid", "-f", "a.tar"}, "default-deny");
+  ExpectDenied({"tar", "xfI", "a.tar", "id"}, "default-deny");  // old-style options
+  ExpectDenied({"tar", "-cf", "x.tar", "--checkpoint=1", "--checkpoint-action=exec=id", "."},
+               "default-deny");
+  ExpectDenied({"tar", "--use-compress-prog=id", "-cf", "x.tar", "."}, "default-deny");
+  ExpectDenied({"tar", "-cf", "x.tar", "--info-script", "id", "."}, "default-deny");
+  ExpectDenied({"tar", "--rsh-command=/workspace/x", "-cf", "h:x.tar", "."}, "tar");
+  ExpectDenied({"tar", "-cf", "host:x.tar", "."}, "tar");
+  ExpectDenied({"tar", "--checkpoint", "--to-command=id", "-xf", "a.tar"}, "default-deny");
+  ExpectDenied({"tar", "-f", "--to-command=id", "-x"}, "default-deny");  // denies more
+  ExpectDenied({"tar", "-cf", "x.tar", "-T", "list.txt"}, "tar");  // lines may be options
+  ExpectDenied({"tar", "-cf", "x.tar", "--files-from=list.txt"}, "tar");
+  ExpectAllowed({"tar", "-cf", "x.tar", "--verbatim-files-from", "-T", "list.txt"});
+  ExpectAllowed({"tar", "-xzf", "a.tgz"});
+  ExpectAllowed({"tar", "tvf", "a.tar"});
+  ExpectAllowed({"tar", "--checkpoint-action=dot", "-cf", "x.tar", "."});
+  ExpectAllowed({"tar", "-xf", "a.tar", "--to-command=cat"});
+  ExpectAllowed({"tar", "--force-local", "-cf", "c:x.tar", "."});
+}
+
+// git's configuration from the command line and from the environment.
+TEST_F(CommandRulesAttemptTest, GitConfigurationThatRunsPrograms) {
+  ExpectDenied({"git", "-c", "core.pager=id", "log"}, "git-read");
+  ExpectDenied({"git", "-c", "core.sshCommand=id", "status"}, "git-read");
+  ExpectDenied({"git", "-ccore.fsmonitor=id", "status"}, "git-read");
+  ExpectDenied({"git", "--config-env=diff.external=X", "diff"}, "git-read");
+  ExpectDenied({"git", "--config-env", "core.pager=X", "log"}, "git-read");
+  ExpectDenied({"git", "--exec-path=/workspace", "status"}, "git-read");
+  ExpectDenied({"env", "HOME=/workspace", "git", "status"}, "env");
+  ExpectDenied({"env", "XDG_CONFIG_HOME=/workspace", "git", "status"}, "env");
+  ExpectDenied({"env", "GIT_CONFIG_GLOBAL=/workspace/c", "git", "status"}, "env");
+  ExpectDenied({"env", "GIT_EXTERNAL_DIFF=id", "git", "diff"}, "env");
+  ExpectAllowed({"git", "--no-pager", "-C", "sub", "log", "-n", "3"});
+}
+
+// find's other forms: -execdir, -ok, -okdir, several actions.
+TEST_F(CommandRulesAttemptTest, FindExecdirAndOk) {
+  ExpectDenied({"find", ".", "-execdir", "id", ";"}, "default-deny");
+  ExpectDenied({"find", ".", "-ok", "id", ";"}, "default-deny");
+  ExpectDenied({"find", ".", "-okdir", "rm", "{}", ";"}, "default-deny");
+  ExpectDenied({"find", ".", "-exec", "cat", "{}", "+", "-exec", "id", ";"}, "default-deny");
+  ExpectDenied({"find", ".", "-ok", "cat", "{}", "+"}, "find");  // no ';'
+  ExpectDenied({"find", ".", "-exec", "cat", "x{}", "+"}, "find");  // find refuses it
+  ExpectDenied({"find", ".", "-execdir", "./cat", ";"}, "find");
+  ExpectDenied({"find", ".", "-exec", "sh", "-c", "cat {}", ";"}, "sh");
+  ExpectAllowed({"find", ".", "-name", "*.c", "-execdir", "cat", "{}", "+"});
+  ExpectAllowed({"find", ".", "-exec", "cat", "{}", ";", "-exec", "ls", "{}", "+"});
+}
+
+// Multi-call names: busybox applets and git-<cmd>, through links and wrappers.
+TEST_F(CommandRulesAttemptTest, BusyboxAndGitMultiCallNames) {
+  resolver_.links["/workspace/sh"] = "/usr/bin/busybox";
+  resolver_.links["/workspace/ls"] = "/usr/bin/busybox";
+  resolver_.links["/workspace/rm"] = "/usr/bin/busybox";
+  resolver_.links["/workspace/vi"] = "/usr/bin/busybox";
+  resolver_.links["/workspace/git-log"] = "/usr/bin/git";
+  resolver_.links["/workspace/git-push"] = "/usr/bin/git";
+  ExpectDenied({"env", "./sh", "-c", "id"}, "default-deny");
+  ExpectDenied({"./sh", "-c", "id"}, "default-deny");
+  ExpectDenied({"env", "./rm", "-rf", "x"}, "busybox");
+  ExpectDenied({"busybox", "rm", "x"}, "busybox");
+  ExpectDenied({"busybox", "env", "rm", "x"}, "default-deny");
+  ExpectDenied({"env", "./vi", "a.txt"}, "default-deny");  // an applet not modelled
+  ExpectDenied({"busybox", "--install", "/workspace"}, "default-deny");
+  ExpectDenied({"xargs", "./git-push"}, "git-read");
+  ExpectDenied({"find", ".", "-exec", "/workspace/git-push", ";"}, "git-read");
+  auto ls = D({"./ls", "-l"});
+  EXPECT_TRUE(ls.allowed) << ls.reason;
+  EXPECT_EQ(ls.argv, (std::vector<std::string>{"/usr/bin/busybox", "ls", "-l"}));
+  ExpectAllowed({"env", "./sh", "-c", "cat a.txt"});
+  ExpectAllowed({"busybox", "cat", "a.txt"});
+  auto log = D({"./git-log", "-n", "1"});
+  EXPECT_TRUE(log.allowed) << log.reason;
+  EXPECT_EQ(log.argv, (std::vector<std::string>{"/usr/bin/git", "log", "-n", "1"}));
+  ExpectAllowed({"env", "./git-log", "-n", "1"});
+}
+
+// A busybox installed as hard links: a link run under another applet's name is that
+// applet, decided as the program of that name.
+TEST_F(CommandRulesAttemptTest, BusyboxHardLinkUnderAnotherName) {
+  class LinkedBusybox : public FakeResolver {
+   public:
+    std::string MultiCallKind(absl::string_view resolved) const override {
+      return resolved == "/usr/bin/ls" ? "busybox" : FakeResolver::MultiCallKind(resolved);
+    }
+  } resolver;
+  resolver.links["/workspace/x"] = "/usr/bin/ls";
+  auto d = DecideCommand(rules_, {"./x", "-c", "id"}, "/workspace", resolver);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(absl::StartsWith(d.reason, "rule:default-deny: /usr/bin/x")) << d.reason;
+  d = DecideCommand(rules_, {"ls", "-l"}, "/workspace", resolver);
+  EXPECT_TRUE(d.allowed) << d.reason;
+}
+
+// The environment: loader, lookup and start-up variables, in env and in xargs.
+TEST_F(CommandRulesAttemptTest, LoaderAndPathVariables) {
+  ExpectDenied({"env", "LD_PRELOAD=/workspace/x.so", "cat"}, "env");
+  ExpectDenied({"env", "LD_AUDIT=/workspace/x.so", "cat"}, "env");
+  ExpectDenied({"env", "PATH=.", "cat"}, "env");
+  ExpectDenied({"env", "-i", "PATH=/workspace", "cat"}, "env");
+  ExpectDenied({"env", "BASH_ENV=/workspace/x", "bash", "-c", "cat"}, "env");
+  ExpectDenied({"env", "TAR_OPTIONS=--to-command=id", "tar", "-xf", "a.tar"}, "env");
+  ExpectDenied({"env", "PYTHONPATH=/workspace", "python3", "tests/a.py"}, "env");
+  ExpectDenied({"xargs", "--process-slot-var=PATH", "sh", "-c", "cat"}, "xargs");
+  ExpectDenied({"xargs", "--process-slot-var", "BASH_ENV", "bash", "-c", "cat"}, "xargs");
+  EXPECT_TRUE(IsDeniedEnvName("HOME"));
+  EXPECT_TRUE(IsDeniedEnvName("LUA_INIT"));
+  EXPECT_FALSE(IsDeniedEnvName("LANGUAGE"));
+  ExpectAllowed({"env", "TERM=dumb", "LC_ALL=C", "cat", "a.txt"});
+  ExpectAllowed({"xargs", "--process-slot-var=SLOT", "cat"});
+}
+
+// timeout's and nice's option grammars: every form still finds the command.
+TEST_F(CommandRulesAttemptTest, TimeoutAndNiceGrammar) {
+  for (std::vector<std::string> argv : std::vector<std::vector<std::string>>{
+           {"timeout", "--signal", "KILL", "5", "id"},
+           {"timeout", "-sKILL", "5", "id"},
+           {"timeout", "--sig=KILL", "5", "id"},
+           {"timeout", "-vs", "KILL", "5", "id"},
+           {"timeout", "--kill-after", "1", "5", "id"},
+           {"timeout", "-k1", "5", "id"},
+           {"timeout", "--foreground", "--", "5", "id"},
+           {"nice", "-n", "5", "id"},
+           {"nice", "-n5", "id"},
+           {"nice", "-n", "-5", "id"},
+           {"nice", "--adjustment=5", "id"},
+           {"nice", "--adj", "5", "id"},
+           {"nice", "-5", "id"},
+           {"nice", "--5", "-n", "1", "id"},
+           {"stdbuf", "-oL", "-e", "0", "id"},
+           {"setsid", "-fw", "id"},
+       }) {
+    ExpectDenied(argv, "default-deny");
+    EXPECT_EQ(D(argv).resolved_executable, "/usr/bin/id") << argv[0] << " " << argv[1];
+  }
+  ExpectDenied({"timeout", "--bogus", "5", "cat"}, "timeout");
+  ExpectDenied({"timeout", "--sig"}, "timeout");
+  ExpectAllowed({"timeout", "-s", "KILL", "5", "cat", "a.txt"});
+  ExpectAllowed({"timeout", "--preserve-status", "1", "cat"});
+  ExpectAllowed({"nice", "-n", "5", "cat", "a.txt"});
+}
+
+// xargs' input: appended words must not name a program or reach options that run one;
+// a replace string must not be substituted into what a wrapper runs.
+TEST_F(CommandRulesAttemptTest, XargsInputCannotChooseWhatRuns) {
+  ExpectDenied({"xargs", "env"}, "env");
+  ExpectDenied({"xargs", "env", "-i", "A=1"}, "env");
+  ExpectDenied({"xargs", "xargs"}, "xargs");
+  ExpectDenied({"xargs", "find", "."}, "find");
+  ExpectDenied({"xargs", "git", "log"}, "git-read");
+  ExpectDenied({"xargs", "sed", "s/a/b/"}, "sed");
+  ExpectDenied({"xargs", "tar", "-xf", "a.tar"}, "tar");
+  ExpectDenied({"xargs", "perl", "-e", "print 1"}, "perl");  // input would be its options
+  ExpectAllowed({"xargs", "python3", "tests/a.py"});     // input is the script's arguments
+  ExpectDenied({"xargs", "nice", "env"}, "env");
+  ExpectDenied({"xargs", "-I", "cat", "nice", "cat"}, "default-deny");
+  ExpectDenied({"xargs", "-I", "5", "nice", "-n", "5", "cat"}, "nice");
+  ExpectDenied({"xargs", "-I", "cat", "env", "nice", "cat"}, "default-deny");
+  ExpectDenied({"xargs", "-I", "X", "python3", "-c", "X"}, "python");
+  ExpectDenied({"xargs", "-I", "X", "sh", "-c", "cat X"}, "sh");
+  ExpectDenied({"xargs", "-I", "X", "env", "-S", "cat X"}, "env");
+  ExpectDenied({"xargs", "-I", "X", "git", "X", "status"}, "git-read");
+  ExpectDenied({"xargs", "-I", "X", "-n", "2", "env"}, "env");  // -n 2 ends replace mode
+  ExpectDenied({"xargs", "--bogus", "cat"}, "xargs");
+  ExpectDenied({"xargs", "--max", "1", "cat"}, "xargs");  // ambiguous
+  ExpectAllowed({"xargs", "cat"});
+  ExpectAllowed({"xargs", "-0", "-n1", "echo"});
+  ExpectAllowed({"xargs", "--max-a=2", "cat"});
+  ExpectAllowed({"xargs", "-I", "X", "cat", "X"});
+  ExpectAllowed({"xargs", "-I", "X", "-n", "1", "env", "cat", "X"});
+  ExpectAllowed({"xargs", "env", "cat"});
+  ExpectAllowed({"xargs", "sh", "-c", "cat a.txt"});
+}
+
+// Programs that run what their arguments say, without a model here, and shells the
+// rules cannot read.
+TEST_F(CommandRulesAttemptTest, UnmodelledRunners) {
+  ExpectDenied({"flock", "x", "id"}, "flock");
+  ExpectDenied({"flock", "x", "cat"}, "flock");
 }
 
 }  // namespace

@@ -22,7 +22,44 @@ absl::Status NotFound(absl::string_view what) {
                absl::StrCat(what.substr(0, 300), ": not found in the sandbox"));
 }
 
+absl::string_view BaseName(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
 }  // namespace
+
+std::string ExecutableResolver::MultiCallKind(absl::string_view resolved) const {
+  absl::string_view base = BaseName(resolved);
+  if (base == "git" || base == "busybox") return std::string(base);
+  return "";
+}
+
+std::string SandboxViewResolver::MultiCallKind(absl::string_view resolved) const {
+  std::string by_name = ExecutableResolver::MultiCallKind(resolved);
+  if (!by_name.empty()) return by_name;
+  auto host_of = [&](const std::string& real) {
+    return absl::StartsWith(real, "/workspace/")
+               ? absl::StrCat(host_workspace_, real.substr(strlen("/workspace")))
+               : real;
+  };
+  struct stat st;
+  if (stat(host_of(std::string(resolved)).c_str(), &st) != 0) return "";
+  static constexpr std::pair<const char*, const char*> kKnown[] = {
+      {"/usr/bin/git", "git"},           {"/usr/lib/git-core/git", "git"},
+      {"/usr/bin/busybox", "busybox"},   {"/bin/busybox", "busybox"},
+      {"/usr/sbin/busybox", "busybox"},
+  };
+  for (const auto& [path, kind] : kKnown) {
+    auto real = RealPath(path);
+    struct stat known;
+    if (real.ok() && stat(host_of(*real).c_str(), &known) == 0 && known.st_dev == st.st_dev &&
+        known.st_ino == st.st_ino) {
+      return kind;
+    }
+  }
+  return "";
+}
 
 absl::StatusOr<std::string> SandboxViewResolver::RealPath(absl::string_view sandbox_path) const {
   const SystemLayout& layout = HostSystemLayout();

@@ -6,7 +6,9 @@
 // sandbox's root (so a link in the workspace that points at "/usr/bin/curl" resolves
 // to /usr/bin/curl, and one that points at "/home/..." resolves to nothing), searches
 // kSandboxPath for a bare name like execvp, and returns the final absolute path with
-// every link followed ("/usr/bin/python3" -> "/usr/bin/python3.11").
+// every link followed ("/usr/bin/python3" -> "/usr/bin/python3.11"). MultiCallKind
+// tells the rule engine when the resolved file is git or busybox, whose behaviour
+// depends on the name it is run under (argv[0]), not on the file.
 //
 // Thread-safety: Resolve is const and thread-safe.
 #ifndef GANTRY_SANDBOX_SVC_EXECUTABLE_RESOLVER_H_
@@ -27,6 +29,10 @@ class ExecutableResolver {
   // Errors: NOT_FOUND (nothing executable by that name in the sandbox).
   virtual absl::StatusOr<std::string> Resolve(absl::string_view name,
                                               absl::string_view cwd) const = 0;
+  // Which multi-call binary the resolved file `resolved` is, if any: "git" (git-<cmd>
+  // names run `git <cmd>`) or "busybox" (the name chooses the applet); "" for none.
+  // The default goes by the file's name (.../git, .../busybox).
+  virtual std::string MultiCallKind(absl::string_view resolved) const;
 };
 
 // The real view. `host_workspace` is the resolved host path of /workspace ("" when
@@ -40,6 +46,9 @@ class SandboxViewResolver : public ExecutableResolver {
   // Follows every link of an absolute sandbox path; NOT_FOUND when it leaves the view
   // or does not exist.
   absl::StatusOr<std::string> RealPath(absl::string_view sandbox_path) const;
+  // By name, or by inode: a file that is the same inode as the sandbox's git or busybox
+  // (a hard link under another name) is that binary.
+  std::string MultiCallKind(absl::string_view resolved) const override;
 
  private:
   std::string host_workspace_;

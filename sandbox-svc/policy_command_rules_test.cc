@@ -33,6 +33,8 @@ grants:
       - executable: /usr/bin/cat
         operands: {globs: ["/workspace/**"]}
       - executable: /usr/bin/env
+      - executable: /usr/bin/find
+      - executable: /usr/bin/xargs
       - executable: /usr/bin/rm
       - executable: /usr/bin/python3
         allowed_flags: [-V]
@@ -136,6 +138,32 @@ TEST_F(PolicyCommandRulesTest, PolicyPathsAreResolvedLikeTheProgram) {
   EXPECT_TRUE(d.allowed) << d.reason;
   EXPECT_EQ(d.argv[0], "/usr/bin/python3.11");
   EXPECT_FALSE(D("dana", {"python3", "-c", "print(1)"}).allowed);
+}
+
+// Issue 17's bypasses, decided through a principal's policy grants (operand globs).
+TEST_F(PolicyCommandRulesTest, WrapperGrammarsFeedTheOperandGlobs) {
+  // find -exec: '+' is an ordinary argument unless it follows "{}".
+  CommandDecision d = D("dana", {"find", ".", "-exec", "cat", "+", "/usr/lib/os-release", ";"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.rule_id, "grants[0].commands[1]");
+  EXPECT_TRUE(absl::StrContains(d.reason, "/usr/lib/os-release")) << d.reason;
+  // -execdir runs in the directories find walks: operands are read against its start
+  // points, not the working directory.
+  d = D("dana", {"find", "/etc", "-name", "passwd", "-execdir", "cat", "passwd", ";"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.rule_id, "grants[0].commands[1]");
+  EXPECT_TRUE(absl::StrContains(d.reason, "(/etc/passwd)")) << d.reason;
+  EXPECT_TRUE(D("dana", {"find", "src", "-execdir", "cat", "a.c", ";"}).allowed);
+  EXPECT_TRUE(D("dana", {"find", "-execdir", "cat", "{}", "+"}).allowed);
+  // xargs --eof takes no separate value: `id` is the command.
+  d = D("dana", {"xargs", "--eof", "id", "cat"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.reason, "rule:default_deny: no grant of 'dana' names executable '/usr/bin/id'");
+  // git: the repository is not the caller's to choose; -C's directory is an operand.
+  d = D("dana", {"git", "--git-dir=evil", "--work-tree=.", "status"});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(absl::StrContains(d.reason, "chooses the repository")) << d.reason;
+  EXPECT_TRUE(D("dana", {"env", "-S", "git\\_-C\\_sub\\_status"}).allowed);
 }
 
 }  // namespace
