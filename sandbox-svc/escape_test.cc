@@ -458,6 +458,12 @@ TEST_F(EscapeTest, IssueSeventeenReproductions) {
   auto r4 = RunUnder(ToolsPolicy({}, {git_status}), ws_,
                      {"git", "--git-dir=evil", "--work-tree=.", "status"});
   t.Attempt(HostPathExists(ws_ + "/out/M4"), "git --git-dir=evil ran core.fsmonitor");
+  // 4b. The same bare repository found by starting git inside it (no --git-dir for the
+  // rules to see): git refuses to use it (safe.bareRepository=explicit in the sandbox).
+  auto r4b = RunUnder(ToolsPolicy({}, {"{executable: /usr/bin/git}"}), ws_,
+                      {"git", "-C", "evil", "status"});
+  t.Attempt(HostPathExists(ws_ + "/out/M4"), "git -C evil status ran core.fsmonitor");
+  EXPECT_TRUE(absl::StrContains(r4b.stderr(), "bare repository")) << r4b.ShortDebugString();
   // 5. A multi-call name below a wrapper: ./git-difftool diff -x CMD.
   ASSERT_EQ(symlink("/usr/bin/git", (ws_ + "/git-difftool").c_str()), 0);
   auto r5 = RunUnder(ToolsPolicy({"/usr/bin/env"}, {"{executable: /usr/bin/git, subcommands: [diff]}"}),
@@ -594,6 +600,52 @@ TEST_F(EscapeTest, ExecSupervisorFamilies) {
       t.Attempt(marked, a.what);
     }
   }
+  EXPECT_EQ(t.successes(), 0);
+}
+
+// Found by a red team: kernel AIO completing an O_DIRECT read into a stopped exec's
+// path after the supervisor had read it ran touch and id in a few of ~1400 tries.
+// Kernel AIO is denied now; the race cannot even be set up. Also: code written into a
+// write grant cannot be mapped executable (the grant is mounted noexec).
+TEST_F(EscapeTest, AsyncReadsAndCodeFromWritablePlaces) {
+  EscapeTally t("an asynchronous read racing a stopped exec; code from a write grant");
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat(
+      "mkdir -p out && printf '/usr/bin/perl\\0' > A && truncate -s 4096 A && "
+      "printf '/usr/bin/touch\\0' > B && truncate -s 4096 B && cp /usr/bin/true out/code && "
+      "chown -R ", kUid, ":", kUid, " .")));
+  // The red team's race, bounded: a private page holds "/usr/bin/perl" (granted); an
+  // O_DIRECT io_submit of B ("/usr/bin/touch") into it races the exec of that page.
+  const std::string race = R"(
+    my $page = syscall(9, 0, 4096, 3, 0x22, -1, 0); die "mmap" if $page == -1;
+    open my $ha, "<", "/workspace/A" or die; sysopen my $hb, "/workspace/B", 040000 or die;
+    my $ctx = pack("Q", 0);
+    if (syscall(206, 64, unpack("J", pack("p", $ctx))) != 0) { print "io_setup refused: $!
+"; exit 0 }
+    my $ctxv = unpack("Q", $ctx);
+    my $a0 = "perl\0"; my $a1 = "/workspace/out/RACED\0";
+    my $argv = pack("JJJ", unpack("J", pack("p", $a0)), unpack("J", pack("p", $a1)), 0);
+    my $envp = pack("J", 0); my $ev = "\0" x 256;
+    for my $j (1..200) {
+      syscall(17, fileno($ha), $page, 4096, 0);
+      my $iocb = pack("QLLssLQQqQLL", 0, 0, 0, 0, 0, fileno($hb), $page, 4096, 0, 0, 0, 0);
+      my $pp = pack("J", unpack("J", pack("p", $iocb)));
+      syscall(209, $ctxv, 1, unpack("J", pack("p", $pp)));
+      syscall(59, $page, unpack("J", pack("p", $argv)), unpack("J", pack("p", $envp)));
+      syscall(208, $ctxv, 1, 1, unpack("J", pack("p", $ev)), 0);
+    })";
+  auto r = RunUnder(ToolsPolicy({"/usr/bin/perl"},
+                                {"{executable: /usr/bin/touch, operands: {globs: [\"/workspace/out/none\"]}}"}),
+                    ws_, {"perl", "-e", race});
+  EXPECT_TRUE(absl::StrContains(r.stdout(), "io_setup refused: Operation not permitted"))
+      << r.ShortDebugString();
+  t.Attempt(HostPathExists(ws_ + "/out/RACED"), "touch ran through an AIO race");
+  // Machine code copied into the write grant cannot be mapped executable.
+  auto m = RunUnder(ToolsPolicy({"/usr/bin/perl"}), ws_,
+                    {"perl", "-e",
+                     "open F, '<', '/workspace/out/code' or die; "
+                     "print syscall(9, 0, 4096, 5, 2, fileno(F), 0) == -1 ? \"refused: $!\" : 'mapped'"});
+  EXPECT_EQ(m.stdout(), "refused: Operation not permitted") << m.ShortDebugString();
+  t.Attempt(m.stdout() == "mapped", "PROT_EXEC mapping of a file in a write grant");
   EXPECT_EQ(t.successes(), 0);
 }
 

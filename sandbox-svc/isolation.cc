@@ -137,6 +137,13 @@ void BindWritable(const ChildPlan& p, int ws) {
       ChildFail("a writable path is neither a directory nor a file");
     }
     if (mount(source, stage, nullptr, MS_BIND, nullptr) != 0) ChildFail("bind writable path");
+    // noexec: nothing written in a grant can be mapped executable (an exec from there is
+    // refused by the supervisor anyway). Set here, outside bwrap's user namespace, the
+    // flag is locked: nothing in the sandbox can clear it.
+    if (mount(nullptr, stage, nullptr, MS_BIND | MS_REMOUNT | MS_NOEXEC | MS_NOSUID | MS_NODEV,
+              nullptr) != 0) {
+      ChildFail("remount writable path noexec");
+    }
     close(fd);
   }
 }
@@ -366,7 +373,12 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   }
   a.insert(a.end(), {"--remount-ro", "/", "--chdir", JoinPath(kSandboxWorkspace, spec.cwd),
                      "--clearenv", "--setenv", "PATH", kSandboxPath, "--setenv", "HOME", "/tmp",
-                     "--setenv", "LANG", "C.UTF-8"});
+                     "--setenv", "LANG", "C.UTF-8",
+                     // git uses a bare repository only when told to (--git-dir): one
+                     // committed into the workspace cannot run its hooks or
+                     // core.fsmonitor just because a command starts inside it.
+                     "--setenv", "GIT_CONFIG_COUNT", "1", "--setenv", "GIT_CONFIG_KEY_0",
+                     "safe.bareRepository", "--setenv", "GIT_CONFIG_VALUE_0", "explicit"});
   for (const auto& [k, v] : spec.env) a.insert(a.end(), {"--setenv", k, v});
   a.insert(a.end(), {"--seccomp", std::to_string(seccomp_fd), "--json-status-fd",
                      std::to_string(status_fd), "--"});

@@ -103,7 +103,11 @@ const std::vector<std::string>& DeniedSyscallNames() {
       "reboot", "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd",
       "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "bpf",
       "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd",
-      "io_uring_setup", "io_uring_enter", "io_uring_register", "open_by_handle_at",
+      "io_uring_setup", "io_uring_enter", "io_uring_register",
+      // Kernel AIO completes reads into user memory asynchronously: an O_DIRECT read
+      // could rewrite a stopped exec's path after the exec supervisor read it.
+      "io_setup", "io_submit", "io_cancel", "io_getevents", "io_pgetevents", "io_destroy",
+      "open_by_handle_at",
       "name_to_handle_at", "lookup_dcookie", "iopl", "ioperm", "uselib", "nfsservctl",
       "vhangup", "fanotify_init"};
   return *names;

@@ -5,7 +5,9 @@
 // pivot_root, the new mount API, unshare, setns, clone with any CLONE_NEW* flag),
 // kernel-wide state (kexec_*, *_module, reboot, swapon/off, syslog, acct, quotactl,
 // settimeofday, clock_settime, adjtimex), attack surface a tool never needs (bpf,
-// perf_event_open, keyctl, add_key, request_key, userfaultfd, io_uring_*,
+// perf_event_open, keyctl, add_key, request_key, userfaultfd, io_uring_*, kernel AIO
+// (io_setup, io_submit, ...: an asynchronous read could rewrite a stopped exec's
+// arguments),
 // open_by_handle_at, iopl, ioperm), prlimit64 on another process, and the TIOCSTI /
 // TIOCLINUX ioctls, clone(CLONE_VM) without CLONE_THREAD or CLONE_VFORK. clone3 fails with ENOSYS so that libc falls back to clone, whose
 // flags the filter can inspect. System calls of another architecture kill the process
