@@ -215,7 +215,8 @@ class StableMemory {
     OwnedFd fd(open(ProcPath(pid_, rest).c_str(), O_PATH | O_CLOEXEC));
     if (fd.get() >= 0) {
       struct stat st;
-      return fstat(fd.get(), &st) == 0 && st.st_ino == m.inode && OnReadOnlyMount(fd.get());
+      return fstat(fd.get(), &st) == 0 && st.st_ino == m.inode && OnReadOnlyMount(fd.get()) &&
+             !WritableElsewhere(st);
     }
     // map_files needs CAP_SYS_ADMIN: find the file by its name in the process's view.
     if (m.name.empty() || m.name[0] != '/') return false;
@@ -226,7 +227,14 @@ class StableMemory {
     if (root.get() < 0) return false;
     struct stat st;
     return fstatat(root.get(), path->c_str() + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-           st.st_ino == m.inode;
+           st.st_ino == m.inode && !WritableElsewhere(st);
+  }
+
+  // A file on a read-only mount can still change through another name on a writable
+  // one: a hard link (made by an earlier call whose grant covered both names). Root's
+  // files (the system's) cannot be written by the sandbox whatever their links.
+  static bool WritableElsewhere(const struct stat& st) {
+    return st.st_nlink > 1 && st.st_uid != 0 && (st.st_mode & 0222) != 0;
   }
 
   pid_t pid_;

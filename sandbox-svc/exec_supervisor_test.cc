@@ -145,6 +145,26 @@ TEST_F(ExecSupervisorTest, ExecsWhoseArgumentsCouldChangeAreRefused) {
   EXPECT_TRUE(Marked()) << p.stdout() << p.stderr();
 }
 
+TEST_F(ExecSupervisorTest, AMappedFileWithAWritableNameElsewhereIsNotStable) {
+  // The path is read from a private mapping of ro/path (read-only mount). With a hard
+  // link to it in the write grant, a sibling could rewrite the page between the check
+  // and the kernel's read; without one, the mapping is as stable as the mount.
+  ASSERT_EQ(std::system(absl::StrCat("cd '", ws_, "' && mkdir -p ro && printf '/usr/bin/touch\\0' "
+                                     "> ro/path && printf '/usr/bin/touch\\0' > ro/alone && "
+                                     "ln ro/path out/path && chown -R ", kUid, ":", kUid, " .")
+                            .c_str()),
+            0);
+  const std::vector<std::string> grant = {attempts_, "/usr/bin/touch"};
+  auto r = Run(grant, {attempts_, "mapped", "/workspace/ro/path", "touch", kMarker});
+  EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
+  EXPECT_FALSE(Marked());
+  ASSERT_NE(FirstDenied(r), nullptr);
+  EXPECT_EQ(FirstDenied(r)->rule_id(), "exec_unstable") << FirstDenied(r)->reason();
+  auto ok = Run(grant, {attempts_, "mapped", "/workspace/ro/alone", "touch", kMarker});
+  EXPECT_EQ(ok.outcome(), v1::TOOL_RAN);
+  EXPECT_TRUE(Marked()) << ok.stdout() << ok.stderr();
+}
+
 TEST_F(ExecSupervisorTest, ExecsThroughWritablePlacesAreRefused) {
   // A link in the writable directory to a granted program, and a copy of it there:
   // either could be swapped between the check and the kernel's own lookup.

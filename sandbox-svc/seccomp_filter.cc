@@ -107,6 +107,7 @@ const std::vector<std::string>& DeniedSyscallNames() {
       // Kernel AIO completes reads into user memory asynchronously: an O_DIRECT read
       // could rewrite a stopped exec's path after the exec supervisor read it.
       "io_setup", "io_submit", "io_cancel", "io_getevents", "io_pgetevents", "io_destroy",
+      "process_madvise", "process_mrelease",
       "open_by_handle_at",
       "name_to_handle_at", "lookup_dcookie", "iopl", "ioperm", "uselib", "nfsservctl",
       "vhangup", "fanotify_init"};

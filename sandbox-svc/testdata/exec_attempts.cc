@@ -6,7 +6,9 @@
 // process with a second thread), shared (the path and argv in MAP_SHARED memory),
 // clone-vm (clone(CLONE_VM) without CLONE_THREAD or CLONE_VFORK), fd (execveat of an
 // open descriptor), grandchild (fork, fork, exec), argv0 (exec PATH with argv[0] set to
-// the next argument: exec_attempts argv0 PATH NAME [ARGS...]).
+// the next argument: exec_attempts argv0 PATH NAME [ARGS...]), mapped (the path to
+// exec is read from a private mapping of the file named first: exec_attempts mapped
+// FILE ARGV0 [ARGS...]).
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -98,6 +100,15 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "argv0") == 0) {
     if (argc < 4) return 2;
     execv(target[0], target + 1);
+    return Report(errno);
+  }
+  if (strcmp(mode, "mapped") == 0) {
+    if (argc < 4) return 2;
+    int fd = open(target[0], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Report(errno);
+    void* text = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (text == MAP_FAILED) return Report(errno);
+    execve(static_cast<const char*>(text), target + 1, environ);
     return Report(errno);
   }
   if (strcmp(mode, "grandchild") == 0) {
