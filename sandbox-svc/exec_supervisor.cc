@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/clock.h"
+#include "sandbox-svc/exec_format.h"
 
 namespace gantry::sandbox {
 namespace {
@@ -428,6 +429,68 @@ ExecSupervisor::~ExecSupervisor() {
   if (listener_ >= 0) close(listener_);
 }
 
+// The first bytes of `path` (absolute in the view of `pid`; every component on a
+// read-only mount, so the name still leads to the file just resolved).
+std::string ReadHead(pid_t pid, const std::string& path) {
+  OwnedFd root(open(ProcPath(pid, "root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (root.get() < 0) return "";
+  OwnedFd fd(openat(root.get(), path.c_str() + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) return "";
+  std::string head(kExecHeadBytes, '\0');
+  ssize_t n = pread(fd.get(), head.data(), head.size(), 0);
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return head;
+}
+
+ExecVerdict ExecSupervisor::DecideFormat(const ExecRequest& x, int depth) {
+  const ExecFormat f = ReadExecFormat(ReadHead(x.pid, x.executable));
+  const std::string file = absl::StrCat("'", x.executable, "'");
+  if (!f.problem.empty()) return Refuse("exec_format", absl::StrCat(file, ": ", f.problem));
+  if (f.kind == ExecFormat::kElf) {
+    if (f.interpreter.empty()) return {true, "", ""};  // static
+    // The kernel runs PT_INTERP first: it must be the system's dynamic loader, not a
+    // program the rules never saw.
+    int err = 0;
+    if (loader_.empty()) {
+      auto loader = ResolveForExec(x.pid, "/", kSystemLoader, &err);
+      if (loader.ok()) loader_ = *loader;
+    }
+    auto interp = ResolveForExec(x.pid, x.cwd, f.interpreter, &err);
+    if (!interp.ok() || loader_.empty() || *interp != loader_) {
+      return Refuse("exec_loader", absl::StrCat(file, " names '", f.interpreter.substr(0, 200),
+                                                "' as its loader, not the system's"));
+    }
+    return {true, "", ""};
+  }
+  // A script: the kernel runs its interpreter with [interpreter, arg?, path, argv[1..]];
+  // the rules decide that too, and so on for an interpreter that is itself a script.
+  if (depth >= 4) return Refuse("exec_format", absl::StrCat(file, ": scripts nested too deeply"));
+  int err = 0;
+  auto interp = ResolveForExec(x.pid, x.cwd, f.interpreter, &err);
+  if (!interp.ok()) {
+    return Refuse("exec_interpreter",
+                  absl::StrCat(file, ": its interpreter '", f.interpreter.substr(0, 200), "' ",
+                               interp.status().code() == absl::StatusCode::kPermissionDenied
+                                   ? interp.status().message()
+                                   : "is not in the sandbox"));
+  }
+  ExecRequest y;
+  y.pid = x.pid;
+  y.cwd = x.cwd;
+  y.path = f.interpreter;
+  y.executable = *interp;
+  y.argv.push_back(f.interpreter);
+  if (!f.interpreter_arg.empty()) y.argv.push_back(f.interpreter_arg);
+  y.argv.push_back(x.path);
+  y.argv.insert(y.argv.end(), x.argv.begin() + (x.argv.empty() ? 0 : 1), x.argv.end());
+  ExecVerdict v = decide_(y);
+  if (!v.allowed) {
+    v.reason = absl::StrCat(v.reason, " (the interpreter of ", file, ")");
+    return v;
+  }
+  return DecideFormat(y, depth + 1);
+}
+
 bool ExecSupervisor::HandleOne() {
   auto* req = static_cast<seccomp_notif*>(req_);
   auto* resp = static_cast<seccomp_notif_resp*>(resp_);
@@ -533,6 +596,10 @@ bool ExecSupervisor::HandleOne() {
     if (exe.ok()) {
       x.executable = *exe;
       v = decide_(x);
+      if (v.allowed) {
+        ExecVerdict format = DecideFormat(x, 0);
+        if (!format.allowed) v = format;
+      }
     } else if (exe.status().code() == absl::StatusCode::kPermissionDenied) {
       v = Refuse("exec_writable",
                  absl::StrCat("exec refused: ", exe.status().message()));

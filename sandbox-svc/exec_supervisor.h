@@ -17,7 +17,10 @@
 //      read-only mount, so that nothing the sandbox can write is able to swap the file
 //      between this check and the kernel's own lookup;
 //   5. asks the ExecDecider (the command rules, or a fixed list for Gantry's own tools)
-//      with the resolved path, the argv and the cwd;
+//      with the resolved path, the argv and the cwd; then reads the file's format
+//      (exec_format.h): an ELF's PT_INTERP must be the system's dynamic loader, a "#!"
+//      script's interpreter is decided too (with the argv the kernel will give it),
+//      anything else is refused (the kernel would try binfmt_misc handlers);
 //   6. answers: SECCOMP_USER_NOTIF_FLAG_CONTINUE to let the kernel run it, or EACCES.
 // A path that does not resolve is answered with the errno the kernel would give
 // (ENOENT, ENOTDIR, ELOOP), without a decision: execvp's PATH search works as usual.
@@ -85,6 +88,8 @@ struct TrustedExec {
 };
 
 inline constexpr size_t kRecordedArgs = 16;
+// The dynamic loader every dynamically linked program must name (x86-64).
+inline constexpr char kSystemLoader[] = "/lib64/ld-linux-x86-64.so.2";
 inline constexpr size_t kMaxRecords = 256;
 
 // Child side, after fork of a multi-threaded process: only raw system calls.
@@ -116,7 +121,12 @@ class ExecSupervisor {
   uint64_t denied() const { return denied_; }
 
  private:
+  // The file's format: loader and interpreter checks (see above). `depth` counts
+  // nested scripts.
+  ExecVerdict DecideFormat(const ExecRequest& x, int depth);
+
   int listener_;
+  std::string loader_;  // the system's dynamic loader in the sandbox's view, once known
   std::vector<TrustedExec> trusted_;
   size_t next_trusted_ = 0;
   ExecDecider decide_;

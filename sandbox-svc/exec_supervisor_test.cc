@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -163,6 +164,48 @@ TEST_F(ExecSupervisorTest, AMappedFileWithAWritableNameElsewhereIsNotStable) {
   auto ok = Run(grant, {attempts_, "mapped", "/workspace/ro/alone", "touch", kMarker});
   EXPECT_EQ(ok.outcome(), v1::TOOL_RAN);
   EXPECT_TRUE(Marked()) << ok.stdout() << ok.stderr();
+}
+
+TEST_F(ExecSupervisorTest, AScriptsInterpreterAndAnElfsLoaderAreDecidedToo) {
+  // A granted script whose #! line names touch: the kernel would run
+  // touch /workspace/s MARK, which touch's rule (no operand granted) refuses.
+  std::ofstream(ws_ + "/s") << "#!/usr/bin/touch\n";
+  std::ofstream(ws_ + "/absent") << "#!/usr/bin/id -u\n";
+  // A copy of the granted attempts binary whose PT_INTERP names another loader.
+  std::string elf = testing::ReadHostFile(ws_ + "/attempts");
+  size_t at = elf.find("/lib64/ld-linux-x86-64.so.2");
+  ASSERT_NE(at, std::string::npos);
+  elf[at + 26] = '3';  // ...so.3: not the system's loader
+  std::ofstream(ws_ + "/loader", std::ios::binary) << elf;
+  ASSERT_EQ(std::system(absl::StrCat("cd '", ws_, "' && chmod 755 s absent loader && chown ", kUid,
+                                     ":", kUid, " s absent loader").c_str()),
+            0);
+  const std::string touch_none =
+      "{executable: /usr/bin/touch, operands: {globs: [\"/workspace/out/none\"]}}";
+  const std::vector<std::string> grant = {attempts_, "/workspace/s", "/workspace/absent",
+                                          "/workspace/loader"};
+  auto r = Run(grant, {attempts_, "plain", "/workspace/s", kMarker}, {touch_none});
+  EXPECT_EQ(r.stdout(), "errno=13\n") << r.stderr();
+  EXPECT_FALSE(Marked());
+  ASSERT_NE(FirstDenied(r), nullptr);
+  EXPECT_EQ(FirstDenied(r)->executable(), "/workspace/s");
+  EXPECT_TRUE(absl::StrContains(FirstDenied(r)->reason(), "(the interpreter of '/workspace/s')"))
+      << FirstDenied(r)->reason();
+  // Control: with touch granted the script runs (its interpreter is decided and allowed).
+  std::vector<std::string> with_touch = grant;
+  with_touch.push_back("/usr/bin/touch");
+  auto ok = Run(with_touch, {attempts_, "plain", "/workspace/s", kMarker});
+  EXPECT_TRUE(Marked()) << ok.stdout() << ok.stderr();
+  // An interpreter the sandbox does not hold.
+  auto a = Run(grant, {attempts_, "plain", "/workspace/absent"});
+  EXPECT_EQ(a.stdout(), "errno=13\n") << a.stderr();
+  ASSERT_NE(FirstDenied(a), nullptr);
+  EXPECT_EQ(FirstDenied(a)->rule_id(), "exec_interpreter") << FirstDenied(a)->reason();
+  // An ELF naming its own loader.
+  auto l = Run(grant, {attempts_, "plain", "/workspace/loader", "plain", "/usr/bin/touch", kMarker});
+  EXPECT_EQ(l.stdout(), "errno=13\n") << l.stderr();
+  ASSERT_NE(FirstDenied(l), nullptr);
+  EXPECT_EQ(FirstDenied(l)->rule_id(), "exec_loader") << FirstDenied(l)->reason();
 }
 
 TEST_F(ExecSupervisorTest, ExecsThroughWritablePlacesAreRefused) {
