@@ -395,7 +395,8 @@ bool DecideOfferedTools(const Snapshot& s, const Principal& p, const PolicyReque
 }
 
 bool DecideCommand(const Principal& p, const std::vector<std::string>& argv,
-                   absl::string_view cwd, Decision& d, std::string* allow_rule) {
+                   absl::string_view cwd, const OperandResolver* operands, Decision& d,
+                   std::string* allow_rule) {
   if (argv.empty()) {
     Deny(d, "request", "invalid_request", "a command has an empty argv");
     return false;
@@ -425,7 +426,7 @@ bool DecideCommand(const Principal& p, const std::vector<std::string>& argv,
     std::string first_why;
     const CommandRule* matched = nullptr;
     for (const CommandRule& rule : grant.rules) {
-      std::string why = CommandRuleMismatch(rule, argv, cwd);
+      std::string why = CommandRuleMismatch(rule, argv, cwd, operands);
       if (why.empty()) {
         matched = &rule;
         break;
@@ -446,7 +447,7 @@ bool DecideCommand(const Principal& p, const std::vector<std::string>& argv,
 }  // namespace
 
 std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv,
-                                absl::string_view cwd) {
+                                absl::string_view cwd, const OperandResolver* operands) {
   if (argv.empty() || argv[0] != rule.executable) return "a different executable";
   if (rule.max_args >= 0 && static_cast<int64_t>(argv.size()) - 1 > rule.max_args) {
     return absl::StrCat("more than ", rule.max_args, " arguments");
@@ -484,13 +485,25 @@ std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::
       continue;
     }
     if (!rule.operand_globs.empty()) {
-      bool any = false;
+      auto matches = [&](const std::string& path) {
+        bool any = false;
+        for (const std::string& glob : rule.operand_globs) any = any || GlobMatch(glob, path);
+        return any;
+      };
       const std::string path = cwd.empty() ? arg : AbsoluteCleanPath(cwd, arg);
-      for (const std::string& glob : rule.operand_globs) any = any || GlobMatch(glob, path);
-      if (!any) {
+      if (!matches(path)) {
         const std::string shown = path == arg ? "" : absl::StrCat(" (", path, ")");
         return absl::StrCat("operand '", arg, "'", shown, " matches none of [",
                             absl::StrJoin(rule.operand_globs, ", "), "]");
+      }
+      if (operands != nullptr && *operands) {
+        const OperandPath real = (*operands)(cwd, arg);
+        if (!real.denial.empty()) return absl::StrCat("operand '", arg, "': ", real.denial);
+        if (!real.real.empty() && real.real != path && !matches(real.real)) {
+          return absl::StrCat("operand '", arg, "' resolves to '", real.real,
+                              "', which matches none of [",
+                              absl::StrJoin(rule.operand_globs, ", "), "]");
+        }
       }
     }
   }
@@ -524,7 +537,7 @@ Decision Decide(const Snapshot& s, const PolicyRequest& r) {
     if (!DecideTool(*p, call, d, &allow_rule)) return d;
   }
   for (const std::vector<std::string>& argv : r.commands) {
-    if (!DecideCommand(*p, argv, r.command_cwd, d, &allow_rule)) return d;
+    if (!DecideCommand(*p, argv, r.command_cwd, &r.operand_resolver, d, &allow_rule)) return d;
   }
   if (!d.clamps.empty()) {
     d.verdict = Verdict::kClamp;

@@ -36,9 +36,11 @@ Decision Decide(const Snapshot& snapshot, const PolicyRequest& request);
 
 // Why `rule` rejects `argv` (run in working directory `cwd`, see
 // PolicyRequest::command_cwd; "" = operands as written), or "" when it accepts it.
-// Precondition: argv is non-empty.
+// With `operands` (PolicyRequest::operand_resolver, not empty), an operand's real
+// path must match the globs as well as its lexical path. Precondition: argv is non-empty.
 std::string CommandRuleMismatch(const CommandRule& rule, const std::vector<std::string>& argv,
-                                absl::string_view cwd = "");
+                                absl::string_view cwd = "",
+                                const OperandResolver* operands = nullptr);
 
 // Adds one chat_template_kwargs member (its value as JSON text) as Decide() reads it:
 // enable_thinking becomes that parameter (the value must be true or false: else

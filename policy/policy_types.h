@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -230,6 +231,18 @@ struct ToolCallRequest {
   std::string malformed;
 };
 
+// How a command's operand reads in the file system it will run in (PolicyRequest::
+// operand_resolver): `real` is the path the program reaches, every symlink followed
+// ("" when there is nothing to check beyond the lexical path); a non-empty `denial`
+// denies the operand whatever the globs say (a dangling symlink).
+struct OperandPath {
+  std::string real;
+  std::string denial;
+};
+// Called with PolicyRequest::command_cwd and an operand as written.
+using OperandResolver =
+    std::function<OperandPath(absl::string_view cwd, absl::string_view operand)>;
+
 // What is asked. Identify the principal by `api_key` (the presented bearer key; it is
 // hashed and looked up) or, when api_key is empty, by `principal` (a user or service
 // account name, for callers that authenticated already). `model` may be empty for a
@@ -260,6 +273,10 @@ struct PolicyRequest {
   // relative operand is matched against `operands` globs as command_cwd/operand,
   // cleaned lexically (path_glob.h, AbsoluteCleanPath); when empty, as written.
   std::string command_cwd;
+  // The file system the commands run in, for `operands` globs (set by the sandbox; empty
+  // in `gantry policy explain`: operands are then matched lexically only). Asked about
+  // each operand whose lexical path matched; the real path it returns must match too.
+  OperandResolver operand_resolver;
 };
 
 enum class Verdict : uint8_t { kAllow, kDeny, kClamp };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -700,10 +701,27 @@ Unwrapped UnwrapGit(const Argv& a) {
   static const std::set<std::string> kFlags = {
       "-p", "-P", "--paginate", "--no-pager", "--no-replace-objects", "--no-lazy-fetch",
       "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs",
-      "--no-optional-locks", "--no-advice", "--version", "-v", "--help", "-h",
-      "--html-path", "--man-path", "--info-path"};
+      "--no-optional-locks", "--no-advice"};
+  // git.c: these end the options and become the command (`git --help status` runs
+  // `git help status`), so they are decided as that subcommand.
+  static const std::map<std::string, std::string> kAsCommand = {
+      {"--version", "version"}, {"-v", "version"}, {"--help", "help"}, {"-h", "help"}};
+  // These print something and exit: git runs none of the words after them, so a
+  // subcommand there would be checked but never run.
+  static const std::set<std::string> kPrintAndExit = {"--exec-path", "--html-path",
+                                                      "--man-path", "--info-path"};
   size_t i = 1;
   for (; i < a.size() && IsFlag(a[i]); ++i) {
+    if (auto as = kAsCommand.find(a[i]); as != kAsCommand.end()) {
+      u.own = {as->second};
+      u.own.insert(u.own.end(), a.begin() + static_cast<long>(i) + 1, a.end());
+      return u;
+    }
+    if (kPrintAndExit.count(a[i]) || absl::StartsWith(a[i], "--list-cmds=")) {
+      u.error = absl::StrCat("git option ", Short(a[i]),
+                             " prints and exits without running a subcommand; it is denied");
+      return u;
+    }
     std::string why = GitGlobalDenial(a[i]);
     if (!why.empty()) {
       u.error = absl::StrCat("git option ", why);
@@ -1381,7 +1399,8 @@ class ListedRules : public CommandRuleSet {
   }
 
   std::string Check(const std::string& exe, const Argv& global_flags, const Argv& args,
-                    absl::string_view, std::string* rule_id) const override {
+                    absl::string_view, const ExecutableResolver&,
+                    std::string* rule_id) const override {
     std::string first_why;
     for (const auto& r : rules_.executables) {
       if (r.path != exe) continue;
@@ -1522,7 +1541,8 @@ std::string Decide(Ctx& ctx, const Argv& argv, const Frame& f) {
     }
   }
   std::string allowed_by;
-  std::string why = ctx.rules.Check(exe, u.global_flags, u.own, f.cwd, &allowed_by);
+  std::string why =
+      ctx.rules.Check(exe, u.global_flags, u.own, f.cwd, ctx.resolver, &allowed_by);
   if (!why.empty()) return why;
   ctx.d->rule_id = allowed_by;
   for (size_t k = 0; k < u.inner.size(); ++k) {

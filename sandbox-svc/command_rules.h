@@ -15,8 +15,10 @@
 // nice, timeout, nohup, stdbuf, setsid, ionice, xargs (optional arguments only
 // attached; unknown options deny), sh/bash/dash/ash/ksh/zsh -c (one simple command: no
 // pipes, redirections, expansions or globs), find -exec/-execdir/-ok/-okdir ('+' ends
-// the command only right after "{}"), git's global options (-C; options that choose the
-// repository or can run programs are denied), and the commands that tar options, sed's
+// the command only right after "{}"), git's global options (-C; --version/-v and
+// --help/-h are the subcommands version and help, as git makes them; options that
+// choose the repository, can run programs or print and exit are denied), and the
+// commands that tar options, sed's
 // e command and awk's system() run through /bin/sh -c. Words that xargs appends or
 // substitutes may not reach a place where they choose a program. Flags are normalised
 // before matching: "--name=value" is "--name", a unique prefix of a denied long flag
@@ -27,7 +29,10 @@
 //
 // Rules come from the policy file (policy_command_rules.h: a principal's
 // grants[i].commands) or, in code, from a CommandRules list (tests, the benchmark, the
-// harness's per-task rules). Both meet DecideCommand through CommandRuleSet.
+// harness's per-task rules). Both meet DecideCommand through CommandRuleSet. The
+// policy's operand globs also see each operand's real path in the sandbox's view
+// (ExecutableResolver::ResolveOperand); a CommandRules list's arg_patterns are
+// fnmatch patterns over the words as written.
 //
 // Thread-safety: DecideCommand is a pure function of its arguments (the resolver is
 // only read).
@@ -81,11 +86,12 @@ class CommandRuleSet {
                      std::string* denial) const = 0;
   // Checks one program: `global_flags` are options before a subcommand that the
   // unwrapping set apart (git -C DIR ...), `args` the rest after argv[0], `cwd` its
-  // absolute working directory in the sandbox. Returns "" with `*rule_id` set to the
-  // allowing rule, or the whole denial reason ("rule:<id>: ...").
+  // absolute working directory in the sandbox, `resolver` the sandbox's view (for
+  // operands: ExecutableResolver::ResolveOperand). Returns "" with `*rule_id` set to
+  // the allowing rule, or the whole denial reason ("rule:<id>: ...").
   virtual std::string Check(const std::string& exe, const std::vector<std::string>& global_flags,
                             const std::vector<std::string>& args, absl::string_view cwd,
-                            std::string* rule_id) const = 0;
+                            const ExecutableResolver& resolver, std::string* rule_id) const = 0;
 };
 
 struct CommandDecision {

@@ -641,3 +641,164 @@ TEST_F(CommandRulesAttemptTest, UnmodelledRunners) {
 
 }  // namespace
 }  // namespace gantry::sandbox
+
+// Red-team round 2: operand globs were matched lexically only, and git options that
+// become the command (or print and exit) passed the subcommand check.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "policy/policy_decide.h"
+#include "policy/policy_loader.h"
+#include "sandbox-svc/policy_command_rules.h"
+
+namespace gantry::sandbox {
+namespace {
+
+// A workspace under $TEST_TMPDIR with links out of it, read through the real
+// SandboxViewResolver (no root needed: only the host's /usr is read).
+class OperandLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(access("/usr/lib/os-release", R_OK), 0) << "this test reads /usr/lib/os-release";
+    const char* tmp = getenv("TEST_TMPDIR");
+    std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/operand-links-XXXXXX";
+    ASSERT_NE(mkdtemp(dir.data()), nullptr);
+    ws_ = dir;
+    ASSERT_EQ(mkdir((ws_ + "/out").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((ws_ + "/out/sub").c_str(), 0755), 0);
+    std::ofstream(ws_ + "/out/real.txt") << "ok\n";
+    for (const auto& [link, target] : std::vector<std::pair<std::string, std::string>>{
+             {"out/os2", "/usr/lib/os-release"},
+             {"out/lib", "/usr/lib"},
+             {"out/rel", "../../../usr/lib/os-release"},  // '..' stops at the root
+             {"out/inner", "/workspace/out/real.txt"},
+             {"out/inner-rel", "real.txt"},
+             {"out/subdir", "sub"},
+             {"out/dangling", "/workspace/out/later"},
+             {"out/home", "/home/someone/.ssh/id_rsa"},
+             {"out/tmp", "/tmp/x"},
+             {"out/loop", "loop"}}) {
+      ASSERT_EQ(symlink(target.c_str(), (ws_ + "/" + link).c_str()), 0) << link;
+    }
+    auto loaded = policy::LoadPolicyText(
+        testing::PolicyGranting(
+            "harness", {"/usr/bin/env"},
+            "      - {executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}\n"
+            "      - {executable: /usr/bin/touch, operands: {globs: [\"/workspace/out/**\"]}}\n"
+            "      - {executable: /usr/bin/git,"
+            " operands: {globs: [\"/workspace\", \"/workspace/**\"]}}\n"),
+        "policy.yaml");
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    snapshot_ = *loaded;
+  }
+  CommandDecision D(const std::vector<std::string>& argv, const std::string& cwd = "/workspace") {
+    SandboxViewResolver resolver(ws_);
+    return DecideCommand(PolicyCommandRules(snapshot_, "harness", resolver), argv, cwd, resolver);
+  }
+  void ExpectDenied(const std::vector<std::string>& argv, const std::string& cwd = "/workspace",
+                    const std::string& why = "") {
+    CommandDecision d = D(argv, cwd);
+    EXPECT_FALSE(d.allowed) << argv.back() << " in " << cwd;
+    EXPECT_TRUE(absl::StrContains(d.reason, why)) << argv.back() << " -> " << d.reason;
+  }
+  void ExpectAllowed(const std::vector<std::string>& argv, const std::string& cwd = "/workspace") {
+    CommandDecision d = D(argv, cwd);
+    EXPECT_TRUE(d.allowed) << argv.back() << " in " << cwd << " -> " << d.reason;
+  }
+  std::string ws_;
+  std::shared_ptr<const policy::Snapshot> snapshot_;
+};
+
+// `cat /workspace/out/os2` (os2 -> /usr/lib/os-release) read a host file past
+// "/workspace/**": the real path must match as well as the lexical one.
+TEST_F(OperandLinkTest, AnOperandsRealPathMustMatchTheGlobsToo) {
+  ExpectDenied({"cat", "/workspace/out/os2"}, "/workspace",
+               "resolves to '/usr/lib/os-release', which matches none of [/workspace/**]");
+  ExpectDenied({"cat", "/workspace/out/lib/os-release"});
+  ExpectDenied({"cat", "out/os2"});
+  ExpectDenied({"cat", "os2"}, "/workspace/out");
+  ExpectDenied({"cat", "out/rel"});
+  ExpectDenied({"cat", "os-release"}, "/workspace/out/lib");  // a linked working directory
+  // The kernel reads '..' after a link in the link's target (/usr/lib/.. is /usr).
+  ExpectDenied({"cat", "/workspace/out/lib/../lib/os-release"});
+  ExpectDenied({"cat", "/bin/../workspace/out/real.txt"});  // /usr/workspace/...
+  ExpectDenied({"env", "cat", "/workspace/out/os2"});
+  ExpectDenied({"git", "-C", "out/lib", "status"});  // -C's directory is an operand
+  ExpectAllowed({"cat", "/workspace/out/real.txt", "out/inner", "out/inner-rel"});
+  ExpectAllowed({"cat", "real.txt"}, "/workspace/out/subdir/..");  // subdir/.. is out
+  ExpectAllowed({"git", "-C", "out/subdir", "status"});
+}
+
+// A link that leads nowhere in the sandbox is denied whatever its lexical path: a link
+// (or file) made there later could lead anywhere; so is a path the view cannot see.
+TEST_F(OperandLinkTest, DanglingAndUnseenLinksAreDenied) {
+  ExpectDenied({"cat", "/workspace/out/dangling"}, "/workspace", "does not exist in the sandbox");
+  ExpectDenied({"touch", "/workspace/out/dangling"});
+  ExpectDenied({"cat", "/workspace/out/home"}, "/workspace", "/home");
+  ExpectDenied({"cat", "/workspace/out/tmp"}, "/workspace", "/tmp");
+  ExpectDenied({"cat", "/workspace/out/loop"}, "/workspace", "more than 40 symbolic links");
+}
+
+// Output files that do not exist yet: the lexical path, and the real path of their
+// deepest existing directory joined with the rest.
+TEST_F(OperandLinkTest, NewFilesAreReadBeneathTheirRealDirectory) {
+  ExpectAllowed({"touch", "/workspace/out/new.txt", "out/sub/new", "out/a/b/c"});
+  ExpectAllowed({"touch", "new"}, "/workspace/out/subdir");
+  ExpectDenied({"touch", "/workspace/out/lib/new"}, "/workspace",
+               "resolves to '/usr/lib/new'");
+  ExpectDenied({"touch", "/workspace/out/lib/a/b"});
+  // A directory made on the way and left with '..' is walked again from there.
+  ExpectDenied({"touch", "/workspace/out/none/../lib/new"});
+  ExpectAllowed({"touch", "/workspace/out/none/../new"});
+}
+
+// `gantry policy explain` has no file system: the policy alone stays lexical.
+TEST_F(OperandLinkTest, ThePolicyAloneStaysLexical) {
+  policy::PolicyRequest r;
+  r.principal = "harness";
+  r.command_cwd = "/workspace";
+  r.commands = {{"/usr/bin/cat", "/workspace/out/os2"}};
+  EXPECT_EQ(policy::Decide(*snapshot_, r).verdict, policy::Verdict::kAllow);
+}
+
+// git.c: --version/-v and --help/-h end git's options and become the command
+// (`git --version status` runs `git version`); --exec-path, --html-path, --man-path,
+// --info-path and --list-cmds= print and exit.
+TEST_F(CommandRulesTest, GitOptionsThatBecomeTheCommand) {
+  for (std::vector<std::string> argv : std::vector<std::vector<std::string>>{
+           {"git", "--version", "status"},
+           {"git", "-v", "status"},
+           {"git", "--help", "status"},
+           {"git", "-h", "status"},
+           {"git", "-p", "--version", "status"},
+           {"git", "-C", "sub", "--no-pager", "--help", "log"},
+           {"git", "--html-path", "status"},
+           {"git", "--man-path", "status"},
+           {"git", "--info-path", "status"},
+           {"git", "--exec-path", "status"},
+           {"git", "--list-cmds=main", "status"},
+       }) {
+    CommandDecision d = D(argv);
+    EXPECT_FALSE(d.allowed) << argv[1] << " " << argv.back();
+  }
+  EXPECT_TRUE(absl::StrContains(D({"git", "--version", "status"}).reason,
+                                "subcommand 'version' is not allowed"))
+      << D({"git", "--version", "status"}).reason;
+  EXPECT_TRUE(absl::StrContains(D({"git", "-h", "status"}).reason,
+                                "subcommand 'help' is not allowed"));
+  EXPECT_TRUE(absl::StrContains(D({"git", "--html-path", "status"}).reason,
+                                "prints and exits"));
+  // Decided as the command they become.
+  ExecutableRule git = Rule("git-meta", "/usr/bin/git");
+  git.subcommands = {"version", "help"};
+  rules_.executables = {git};
+  EXPECT_TRUE(D({"git", "--version"}).allowed);
+  EXPECT_TRUE(D({"git", "-p", "-v"}).allowed);
+  EXPECT_TRUE(D({"git", "--help", "status"}).allowed);
+  EXPECT_FALSE(D({"git", "--html-path"}).allowed);
+}
+
+}  // namespace
+}  // namespace gantry::sandbox

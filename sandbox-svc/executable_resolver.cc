@@ -61,27 +61,43 @@ std::string SandboxViewResolver::MultiCallKind(absl::string_view resolved) const
   return "";
 }
 
-absl::StatusOr<std::string> SandboxViewResolver::RealPath(absl::string_view sandbox_path) const {
+SandboxViewResolver::Walked SandboxViewResolver::Walk(absl::string_view sandbox_path,
+                                                     std::string* real) const {
   const SystemLayout& layout = HostSystemLayout();
-  std::vector<std::string> pending = absl::StrSplit(sandbox_path, '/', absl::SkipEmpty());
+  // Components still to walk, the next last; from_link: it came from a link's target.
+  struct Part {
+    std::string name;
+    bool from_link;
+  };
+  std::vector<Part> pending;
+  for (absl::string_view p : absl::StrSplit(sandbox_path, '/', absl::SkipEmpty())) {
+    pending.push_back({std::string(p), false});
+  }
   std::reverse(pending.begin(), pending.end());
   std::vector<std::string> done;
+  size_t missing = 0;      // how many of done's last components do not exist
+  bool was_missing = false;
   int links = 0;
   while (!pending.empty()) {
-    std::string part = pending.back();
+    Part part = std::move(pending.back());
     pending.pop_back();
-    if (part == ".") continue;
-    if (part == "..") {
+    if (part.name == ".") continue;
+    if (part.name == "..") {
       if (!done.empty()) done.pop_back();
+      if (missing > 0) --missing;
+      continue;
+    }
+    if (missing > 0) {  // beneath a directory that does not exist: nothing to read
+      done.push_back(std::move(part.name));
+      ++missing;
       continue;
     }
     std::vector<std::string> next = done;
-    next.push_back(part);
+    next.push_back(part.name);
     const std::string sandbox = absl::StrCat("/", absl::StrJoin(next, "/"));
     // Map the sandbox path to the host, or learn that it is a top-level link.
-    std::string host;
     std::string link_target;
-    bool is_link = false;
+    bool is_link = false, exists = true;
     if (next.size() == 1) {
       for (const auto& [path, target] : layout.links) {
         if (path == sandbox) {
@@ -91,36 +107,96 @@ absl::StatusOr<std::string> SandboxViewResolver::RealPath(absl::string_view sand
       }
     }
     if (!is_link) {
+      std::string host;
       if (next[0] == "workspace" && !host_workspace_.empty()) {
         host = host_workspace_;
         for (size_t i = 1; i < next.size(); ++i) absl::StrAppend(&host, "/", next[i]);
       } else {
-        bool visible = next[0] == "usr";
+        bool visible = next[0] == "usr" || (next.size() == 1 && next[0] == "etc");
         for (const auto& d : layout.dirs) visible = visible || sandbox == d || absl::StartsWith(sandbox, d + "/");
         for (const auto& e : layout.etc) visible = visible || sandbox == e || absl::StartsWith(sandbox, e + "/");
-        if (!visible && !(next.size() == 1 && next[0] == "etc")) return NotFound(sandbox_path);
+        if (!visible && (next[0] == "tmp" || next[0] == "dev" || next[0] == "proc" ||
+                         next[0] == "workspace")) {
+          *real = absl::StrCat("/", next[0]);  // the sandbox's own: not in this view
+          return Walked::kUnseen;
+        }
+        exists = visible;  // the rest of the sandbox's root is read-only and empty
         host = sandbox;
       }
       struct stat st;
-      if (lstat(host.c_str(), &st) != 0) return NotFound(sandbox_path);
-      if (S_ISLNK(st.st_mode)) {
+      if (exists && lstat(host.c_str(), &st) != 0) exists = false;
+      if (exists && S_ISLNK(st.st_mode)) {
         char buf[4096];
         ssize_t n = readlink(host.c_str(), buf, sizeof(buf) - 1);
-        if (n <= 0) return NotFound(sandbox_path);
-        is_link = true;
-        link_target.assign(buf, static_cast<size_t>(n));
+        if (n <= 0) {
+          exists = false;
+        } else {
+          is_link = true;
+          link_target.assign(buf, static_cast<size_t>(n));
+        }
       }
+    }
+    if (!exists) {
+      if (part.from_link) {
+        *real = sandbox;
+        return Walked::kDangling;
+      }
+      // Not there (yet): the rest is read lexically beneath the real directory.
+      was_missing = true;
+      missing = 1;
+      done = std::move(next);
+      continue;
     }
     if (!is_link) {
       done = std::move(next);
       continue;
     }
-    if (++links > 40) return NotFound(sandbox_path);
+    if (++links > 40) return Walked::kTooManyLinks;
     if (absl::StartsWith(link_target, "/")) done.clear();
     std::vector<std::string> parts = absl::StrSplit(link_target, '/', absl::SkipEmpty());
-    for (auto it = parts.rbegin(); it != parts.rend(); ++it) pending.push_back(*it);
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) pending.push_back({*it, true});
   }
-  return absl::StrCat("/", absl::StrJoin(done, "/"));
+  *real = absl::StrCat("/", absl::StrJoin(done, "/"));
+  return was_missing ? Walked::kMissing : Walked::kFound;
+}
+
+absl::StatusOr<std::string> SandboxViewResolver::RealPath(absl::string_view sandbox_path) const {
+  std::string real;
+  if (Walk(sandbox_path, &real) != Walked::kFound) return NotFound(sandbox_path);
+  return real;
+}
+
+policy::OperandPath ExecutableResolver::ResolveOperand(absl::string_view,
+                                                       absl::string_view) const {
+  return {};
+}
+
+policy::OperandPath SandboxViewResolver::ResolveOperand(absl::string_view cwd,
+                                                        absl::string_view operand) const {
+  if (operand.empty() || operand.size() > 4096 || absl::StrContains(operand, '\0')) return {};
+  const std::string path = absl::StartsWith(operand, "/") ? std::string(operand)
+                                                          : absl::StrCat(cwd, "/", operand);
+  policy::OperandPath out;
+  std::string real;
+  switch (Walk(path, &real)) {
+    case Walked::kFound:
+    case Walked::kMissing:
+      out.real = std::move(real);
+      break;
+    case Walked::kDangling:
+      out.denial = absl::StrCat("a symbolic link on its way leads to ", real,
+                                ", which does not exist in the sandbox (a dangling link "
+                                "is denied: what is made there later could lead anywhere)");
+      break;
+    case Walked::kUnseen:
+      out.denial = absl::StrCat("it leads into the sandbox's own ", real,
+                                ", whose links the rules cannot follow");
+      break;
+    case Walked::kTooManyLinks:
+      out.denial = "it is reached through more than 40 symbolic links";
+      break;
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> SandboxViewResolver::Resolve(absl::string_view name,

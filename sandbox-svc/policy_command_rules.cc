@@ -60,7 +60,9 @@ bool PolicyCommandRules::Names(const std::string& exe, std::string* rule_id,
 std::string PolicyCommandRules::Check(const std::string& exe,
                                       const std::vector<std::string>& global_flags,
                                       const std::vector<std::string>& args,
-                                      absl::string_view cwd, std::string* rule_id) const {
+                                      absl::string_view cwd,
+                                      const ExecutableResolver& resolver,
+                                      std::string* rule_id) const {
   std::string denial;
   if (!Names(exe, rule_id, &denial)) return denial;
   rule_id->clear();
@@ -68,6 +70,9 @@ std::string PolicyCommandRules::Check(const std::string& exe,
     policy::PolicyRequest request;
     request.principal = principal_name_;
     request.command_cwd = std::string(cwd);
+    request.operand_resolver = [&resolver](absl::string_view dir, absl::string_view operand) {
+      return resolver.ResolveOperand(dir, operand);
+    };
     // git's global options go after the subcommand, where the policy reads flags: each
     // is still checked (forbidden_flags, allowed_flags, max_args), and a value such as
     // -C's directory is an operand for the operand globs.

@@ -9,7 +9,10 @@
 // what the policy leaves to it: argv[0] and every wrapped program are resolved inside
 // the sandbox and unwrapped (command_rules.h), and each program is then asked of the
 // policy as the argv [executable, its own options and arguments...] with relative
-// operands read against its working directory (PolicyRequest::command_cwd). git's
+// operands read against its working directory (PolicyRequest::command_cwd) and every
+// operand also read through the sandbox's view (PolicyRequest::operand_resolver,
+// ExecutableResolver::ResolveOperand): its real path must match the operand globs too,
+// and a dangling link is denied. git's
 // global options (-C DIR, --no-pager, ...), which the unwrapping sets apart, are put
 // after the subcommand, so that `subcommands` still sees the subcommand first and
 // every option is still checked as a flag (and -C's directory as an operand).
@@ -49,7 +52,7 @@ class PolicyCommandRules : public CommandRuleSet {
   bool Names(const std::string& exe, std::string* rule_id, std::string* denial) const override;
   std::string Check(const std::string& exe, const std::vector<std::string>& global_flags,
                     const std::vector<std::string>& args, absl::string_view cwd,
-                    std::string* rule_id) const override;
+                    const ExecutableResolver& resolver, std::string* rule_id) const override;
 
  private:
   std::shared_ptr<const policy::Snapshot> snapshot_;
