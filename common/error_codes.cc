@@ -33,6 +33,15 @@ constexpr ErrorReason kReasons[] = {
      "more tool calls than parallel_tool_calls / max_tool_calls allow"},
     {"unknown_tool_call_id", C::kInvalidArgument, 400, false,
      "a tool result answers a call id that no earlier assistant tool call in the request has"},
+    // The sandbox service refuses a caller or a workspace (docs/sandbox.md, "Service").
+    {"sandbox_peer_unknown", C::kPermissionDenied, 403, false,
+     "the sandbox service maps the caller's uid or CURVE key to no principal"},
+    {"sandbox_principal_mismatch", C::kPermissionDenied, 403, false,
+     "a ToolCall names a principal other than the one its caller authenticated as"},
+    {"sandbox_workspace_outside_roots", C::kPermissionDenied, 403, false,
+     "the workspace is not beneath a workspace root of the sandbox service"},
+    {"sandbox_workspace_unsafe", C::kPermissionDenied, 403, false,
+     "a user other than root can change the workspace's path, or the call would run as root"},
     {"budget_exhausted", C::kResourceExhausted, 429, true,
      "the principal's token budget for the period is spent (Retry-After: until it resets)"},
     // Transient: retry after Retry-After.

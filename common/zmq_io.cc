@@ -10,6 +10,12 @@ namespace gantry {
 
 absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int timeout_ms,
                                                     const RecvLimits& limits) {
+  return RecvFrames(socket, timeout_ms, limits, nullptr);
+}
+
+absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int timeout_ms,
+                                                    const RecvLimits& limits,
+                                                    RecvMetadata* metadata) {
   try {
     // Without waiting, a plain non-blocking receive answers: zmq_poll would cost two
     // more system calls per message (the drain loops of the broker and the worker).
@@ -29,6 +35,13 @@ absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int t
       if (!socket.recv(part, zmq::recv_flags::dontwait)) {
         if (first && timeout_ms == 0) return absl::DeadlineExceededError("no message waiting");
         return absl::InternalError("multipart message ended early");
+      }
+      // A ROUTER's identity frame has no metadata when zmq_poll saw the message first.
+      if (metadata != nullptr && (first || metadata->peer_address.empty())) {
+        const char* address = zmq_msg_gets(part.handle(), "Peer-Address");
+        const char* user = zmq_msg_gets(part.handle(), "User-Id");
+        metadata->peer_address = address != nullptr ? address : "";
+        metadata->user_id = user != nullptr ? user : "";
       }
       total += part.size();
       if (!oversized && (frames.size() >= limits.max_frames || total > limits.max_total_bytes)) {

@@ -35,6 +35,21 @@ struct RecvLimits {
 absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int timeout_ms,
                                                     const RecvLimits& limits = {});
 
+// What libzmq says of the connection a message came over (zmq_msg_gets on the first of
+// its frames that carries metadata; "" when none does: a ROUTER's identity frame has
+// none when zmq_poll saw the message first). `peer_address` ("Peer-Address"): for tcp
+// the peer's IP; for ipc libzmq appends ":UID:GID:PID" of the connecting process, read
+// with SO_PEERCRED when the connection was accepted. `user_id` ("User-Id"): what the
+// ZAP handler returned for the connection (the key fingerprint with CURVE).
+struct RecvMetadata {
+  std::string peer_address;
+  std::string user_id;
+};
+// As above, and fills `*metadata` (may be null).
+absl::StatusOr<std::vector<std::string>> RecvFrames(zmq::socket_t& socket, int timeout_ms,
+                                                    const RecvLimits& limits,
+                                                    RecvMetadata* metadata);
+
 // Sends `frames` as one multipart message (non-blocking).
 // Errors: UNAVAILABLE (reason "worker_lost") when the peer is unroutable or the send
 // would block; INTERNAL on other socket errors.

@@ -157,7 +157,6 @@ absl::StatusOr<TaskOutcome> AgentLoop::Run() {
     if (manifest_.permissions.has_exec) {
       Value ids = Value::EmptyArray();
       for (const auto& r : manifest_.permissions.exec.rules.executables) ids.Append(Str(r.id));
-      perm.Set("process.exec.rule_set", Str(manifest_.permissions.exec.rule_set));
       perm.Set("process.exec.rules", ids);
     }
     perm.Set("network", Str("deny"));
@@ -376,11 +375,17 @@ absl::StatusOr<bool> AgentLoop::HandleCall(const ModelToolCall& call, Value* mes
     p.Set("gen_ai.tool.name", Str(call.name));
     if (!auth.path.empty() || call.name != "exec") p.Set("path", Str(auth.path));
     if (!result.ok()) {
-      p.Set("outcome", Str("unavailable"));
+      // PERMISSION_DENIED: the service refused this harness or the task's workspace
+      // (sandbox_client.h); no later call could run either.
+      const bool refused = result.status().code() == absl::StatusCode::kPermissionDenied;
+      p.Set("outcome", Str(refused ? "refused" : "unavailable"));
+      if (refused) p.Set("error.reason", Str(ReasonOf(result.status())));
       p.Set("error.message", Str(Clip(result.status().message(), 2048)));
       GANTRY_RETURN_IF_ERROR(sink_->Record("tool.executed", p));
       out->status = "error";
-      out->reason = absl::StrCat("the sandbox did not answer: ", result.status().message());
+      out->reason = refused ? absl::StrCat("the sandbox refused the task: ", ReasonOf(result.status()),
+                                           ": ", result.status().message())
+                            : absl::StrCat("the sandbox did not answer: ", result.status().message());
       return true;
     }
     const v1::ToolResult& r = *result;

@@ -3,7 +3,8 @@
 # demo policy, the ledger), gantry-worker serving a packed make-test-model bundle with
 # the scripted sampler (a test double that forces exact text, hermes_json tool calls
 # included, chosen by a substring of the conversation's last message), gantry-sandbox
-# (ZeroMQ, bubblewrap; needs root), Postgres (GANTRY_TEST_PG_URL, set by tests/run), and
+# (ZeroMQ on its Unix socket, admitting this test's uid as the principal harness;
+# bubblewrap; needs root), Postgres (GANTRY_TEST_PG_URL, set by tests/run), and
 # `gantry task run` as the harness, with the harness's own service-account key.
 set -u
 source tests/lib/shtest.sh
@@ -25,6 +26,30 @@ YAML
 out=$("$g" task run "$tmp/bad/task.yaml" --key k 2>&1); rc=$?
 [ $rc = 1 ] && grep -qE "task.yaml:7:[0-9]+: budget.max_wall_seconds: expected an integer" <<<"$out" &&
   ok manifest-error-has-position || bad manifest-error-has-position "rc=$rc $out"
+# A manifest cannot choose whose command grants the sandbox applies.
+cat >"$tmp/bad/rules.yaml" <<'YAML'
+version: 1
+goal: x
+workspace: .
+model: {name: gantry-demo}
+tools: [exec]
+permissions: {process: {exec: {rule_set: admin, executables: [{id: cat, path: /usr/bin/cat}]}}}
+budget: {max_model_tokens: 10, max_tool_calls: 1, max_turns: 1, max_wall_seconds: 10}
+YAML
+out=$("$g" task run "$tmp/bad/rules.yaml" --key k 2>&1); rc=$?
+[ $rc = 1 ] && grep -qE "rules.yaml:6:[0-9]+: permissions.process.exec.rule_set: no longer accepted" <<<"$out" &&
+  ok manifest-rule-set-refused || bad manifest-rule-set-refused "rc=$rc $out"
+
+# gantry-sandbox does not start without what makes it safe: workspace roots, admitted
+# callers, never root's ids, a Unix socket (tcp only with CURVE).
+sb=sandbox-svc/gantry-sandbox
+"$sb" --peer-uid 0=harness >"$tmp/sb.err" 2>&1; a=$?
+"$sb" --workspace-root "$tmp" >>"$tmp/sb.err" 2>&1; b=$?
+"$sb" --workspace-root "$tmp" --peer-uid 0=harness --fallback-uid 0 >>"$tmp/sb.err" 2>&1; c=$?
+"$sb" --workspace-root / --peer-uid 0=harness >>"$tmp/sb.err" 2>&1; d=$?
+"$sb" --workspace-root "$tmp" --peer-uid 0=harness --endpoint tcp://127.0.0.1:1 >>"$tmp/sb.err" 2>&1; e=$?
+[ "$a$b$c$d$e" = 22221 ] && grep -q "the endpoint must be ipc://" "$tmp/sb.err" &&
+  ok sandbox-refuses-unsafe-flags || bad sandbox-refuses-unsafe-flags "$a$b$c$d$e $(cat "$tmp/sb.err")"
 
 [ "$(id -u)" = 0 ] || { bad root "the sandbox needs root: run as root (tests/run does)"; finish; }
 [ -n "${GANTRY_TEST_PG_URL:-}" ] || { bad ledger "GANTRY_TEST_PG_URL unset: run through tests/run"; finish; }
@@ -77,7 +102,11 @@ db="t_harness_$$_$RANDOM"
 psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" || { bad setup "create database"; finish; }
 ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
 
-http=$(free_port); zport=$(free_port); sport=$(free_port)
+http=$(free_port); zport=$(free_port)
+# The sandbox's Unix socket lives in a short private path (an AF_UNIX path holds 107 bytes).
+sdir=$(mktemp -d /tmp/gantry-e2e-XXXXXX)
+trap 'cleanup; rm -rf "$sdir"' EXIT
+sandbox="ipc://$sdir/sandbox.sock"
 router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
   --policy deploy/demo/policy.yaml --models "$tmp/models.json" --ledger "$ledger_url" \
   --ledger-spool "$tmp/router-spool" >"$tmp/router.log" 2>&1 &
@@ -85,8 +114,8 @@ pids+=($!)
 worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
-sandbox-svc/gantry-sandbox --endpoint "tcp://127.0.0.1:$sport" --workers 2 --policy deploy/demo/policy.yaml \
-  >"$tmp/sandbox.log" 2>&1 &
+sandbox-svc/gantry-sandbox --endpoint "$sandbox" --peer-uid "$(id -u)=harness" --workspace-root "$tmp" \
+  --workers 2 --policy deploy/demo/policy.yaml >"$tmp/sandbox.log" 2>&1 &
 pids+=($!)
 ready() { for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && return 0; sleep 0.1; done; return 1; }
 ready && ok ready || { bad ready "$(tail -5 "$tmp/router.log" "$tmp/worker.log" "$tmp/sandbox.log")"; finish; }
@@ -106,7 +135,6 @@ permissions:
     read: ["README.md", "src/**", "docs/**"]
   process:
     exec:
-      rule_set: harness
       executables:
         - {id: cat, path: /usr/bin/cat, arg_patterns: ["src/*"]}
   network: deny
@@ -115,7 +143,7 @@ acceptance: $5
 YAML
 }
 run_task() {  # run_task NAME -> $task (id), $rc, output in $tmp/NAME.out
-  "$g" task run "$tmp/$1.yaml" --router "http://127.0.0.1:$http" --sandbox "tcp://127.0.0.1:$sport" \
+  "$g" task run "$tmp/$1.yaml" --router "http://127.0.0.1:$http" --sandbox "${task_sandbox:-$sandbox}" \
     --ledger "$ledger_url" --spool-dir "$tmp/harness-spool" --key gantry-demo-harness >"$tmp/$1.out" 2>&1
   rc=$?
   task=$(sed -n 's/^task \(task_[0-9a-f]*\): .*/\1/p' "$tmp/$1.out" | head -1)
@@ -274,4 +302,28 @@ out=$("$g" ledger verify --db "$ledger_url" 2>&1)
 [ $? = 0 ] && ok all-chains-verify || bad all-chains-verify "$out"
 n=$(psql -tA "$ledger_url" -c "select count(*) from ledger_tasks where principal = 'harness'")
 [ "$n" = 5 ] && ok task-index || bad task-index "ledger_tasks rows: $n"
+
+# 5. The sandbox trusts no caller: a harness whose uid the service does not admit, and a
+# workspace outside the service's roots, each end the task at its first tool call with
+# the service's stable code; nothing runs.
+sandbox-svc/gantry-sandbox --endpoint "ipc://$sdir/strict.sock" --peer-uid 4250=harness --workspace-root "$tmp" \
+  --policy deploy/demo/policy.yaml >"$tmp/strict.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 50); do [ -S "$sdir/strict.sock" ] && break; sleep 0.1; done
+manifest stranger "Summarise the repository in three bullets (task one)." "[read_file, list_dir]" \
+  "{max_model_tokens: 400, max_tool_calls: 4, max_turns: 5, max_wall_seconds: 120}" "[]"
+task_sandbox="ipc://$sdir/strict.sock" run_task stranger
+[ $rc = 1 ] && grep -q "^task $task: error (the sandbox refused the task: sandbox_peer_unknown: .*admits no principal for uid $(id -u) " "$tmp/stranger.out" &&
+  grep -q '"event":"sandbox.peer_refused".*"reason":"sandbox_peer_unknown"' "$tmp/strict.log" &&
+  ! grep -q '"event":"sandbox.call_done"' "$tmp/strict.log" &&
+  ok unknown-peer-refused || bad unknown-peer-refused "rc=$rc $(cat "$tmp/stranger.out") $(tail -3 "$tmp/strict.log")"
+outside=$(mktemp -d /tmp/gantry-e2e-outside-XXXXXX)
+printf 'outside\n' >"$outside/README.md"
+manifest outside "Summarise the repository in three bullets (task one)." "[read_file, list_dir]" \
+  "{max_model_tokens: 400, max_tool_calls: 4, max_turns: 5, max_wall_seconds: 120}" "[]"
+sed -i "s|^workspace: ws$|workspace: $outside|" "$tmp/outside.yaml"
+run_task outside
+rm -rf "$outside"
+[ $rc = 1 ] && grep -q "^task $task: error (the sandbox refused the task: sandbox_workspace_outside_roots: .*not beneath a workspace root" "$tmp/outside.out" &&
+  ok workspace-outside-roots-refused || bad workspace-outside-roots-refused "rc=$rc $(cat "$tmp/outside.out")"
 finish

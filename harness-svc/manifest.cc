@@ -282,7 +282,10 @@ absl::StatusOr<Permissions> ParsePermissions(const Reader& r, const At& at) {
         bool has_executables = false;
         for (const auto& [k3, v3] : ef) {
           if (k3 == "rule_set") {
-            GANTRY_ASSIGN_OR_RETURN(p.exec.rule_set, r.String(v3, 128));
+            // A manifest author must not choose whose command grants the sandbox applies.
+            return r.Fail(v3, "no longer accepted: the sandbox applies the command grants of the "
+                              "principal the harness authenticates as (docs/sandbox.md, "
+                              "\"Service\"); remove this key");
           } else {
             GANTRY_ASSIGN_OR_RETURN(auto items, r.Seq(v3));
             std::set<std::string> ids;
@@ -296,9 +299,8 @@ absl::StatusOr<Permissions> ParsePermissions(const Reader& r, const At& at) {
             has_executables = true;
           }
         }
-        if (p.exec.rule_set.empty()) return r.Fail(exec, "missing required key 'rule_set'");
         if (!has_executables) return r.Fail(exec, "missing required key 'executables'");
-        p.exec.rules.name = p.exec.rule_set;
+        p.exec.rules.name = "task";
         p.has_exec = true;
       }
     } else if (key == "network") {

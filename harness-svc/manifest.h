@@ -35,11 +35,11 @@ struct ModelSpec {
 };
 
 struct ExecPermission {
-  // ToolGrant.exec_rules: the principal whose command grants in the sandbox service's
-  // policy must also allow each command. The harness decides with `rules`, the sandbox
-  // decides again with that principal's grants.
-  std::string rule_set;
-  sandbox::CommandRules rules;  // rules.name == rule_set
+  // The task's own command rules: the harness decides with them, then the sandbox
+  // decides again with the command grants of the principal the harness authenticated as
+  // (docs/sandbox.md, "Service"). A manifest cannot name that principal: the key
+  // `rule_set` is refused.
+  sandbox::CommandRules rules;  // rules.name == "task"
 };
 
 struct Permissions {

@@ -23,7 +23,7 @@ permissions:
     write: []
   process:
     exec:
-      rule_set: harness
+      # no rule_set: the sandbox applies the harness principal
       executables:
         - id: git-read
           path: /usr/bin/git
@@ -63,8 +63,7 @@ TEST(Manifest, ParsesEveryKey) {
   EXPECT_EQ(m->tools, (std::vector<std::string>{"read_file", "list_dir", "exec"}));
   EXPECT_EQ(m->permissions.fs_read, std::vector<std::string>{"**"});
   ASSERT_TRUE(m->permissions.has_exec);
-  EXPECT_EQ(m->permissions.exec.rule_set, "harness");
-  EXPECT_EQ(m->permissions.exec.rules.name, "harness");
+  EXPECT_EQ(m->permissions.exec.rules.name, "task");
   ASSERT_EQ(m->permissions.exec.rules.executables.size(), 1u);
   EXPECT_EQ(m->permissions.exec.rules.executables[0].subcommands, (std::vector<std::string>{"status", "log"}));
   EXPECT_EQ(m->budget.max_model_tokens, 400);
@@ -103,8 +102,17 @@ TEST(Manifest, MissingRequiredKeys) {
   EXPECT_NE(ErrorOf(Replace(kGood, "goal: Summarise the repository in three bullets.\n", ""))
                 .find("missing required key 'goal'"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(Replace(kGood, "      rule_set: harness\n", "")).find("missing required key 'rule_set'"),
-            std::string::npos);
+}
+
+// Whose command grants the sandbox applies is not the manifest's to say: a rule_set is
+// refused, naming its position, instead of being ignored.
+TEST(Manifest, RefusesARuleSet) {
+  const std::string error =
+      ErrorOf(Replace(kGood, "      # no rule_set: the sandbox applies the harness principal\n",
+                      "      rule_set: other-principal\n"));
+  EXPECT_NE(error.find("task.yaml:17:17: permissions.process.exec.rule_set: no longer accepted"),
+            std::string::npos)
+      << error;
 }
 
 TEST(Manifest, RefusesWideningAndNonsense) {
@@ -116,7 +124,7 @@ TEST(Manifest, RefusesWideningAndNonsense) {
   EXPECT_NE(ErrorOf(Replace(kGood, "tools: [read_file, list_dir, exec]", "tools: [read_file, shell]"))
                 .find("task.yaml:10:20: tools[1]: unknown tool 'shell'"),
             std::string::npos);
-  std::string no_exec = Replace(kGood, "  process:\n    exec:\n      rule_set: harness\n      executables:\n"
+  std::string no_exec = Replace(kGood, "  process:\n    exec:\n      # no rule_set: the sandbox applies the harness principal\n      executables:\n"
                                        "        - id: git-read\n          path: /usr/bin/git\n"
                                        "          subcommands: [status, log]\n          denied_flags: [--output]\n",
                                 "");

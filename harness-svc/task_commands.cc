@@ -11,9 +11,11 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/curve_keys.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -214,7 +216,23 @@ int RunTask(const Flags& flags) {
   std::printf("task %s: %s\n", lo.task_id.c_str(), OneLine(manifest->goal, 100).c_str());
   std::fflush(stdout);
   RouterClient router(Get(flags, "--router", "http://127.0.0.1:8080"), key);
-  SandboxClient sandbox(Get(flags, "--sandbox", "tcp://127.0.0.1:5570"));
+  const std::string sandbox_endpoint = Get(flags, "--sandbox", kDefaultSandboxEndpoint);
+  absl::optional<CurveClientKeys> sandbox_keys;
+  const bool tcp = absl::StartsWith(sandbox_endpoint, "tcp://");
+  const bool keyed = flags.values.count("--sandbox-key") || flags.values.count("--sandbox-server-key");
+  if (tcp != keyed) {
+    return Usage(tcp ? "a tcp:// sandbox needs CURVE: --sandbox-key FILE and --sandbox-server-key FILE"
+                     : "--sandbox-key and --sandbox-server-key are for a tcp:// sandbox");
+  }
+  if (tcp) {
+    auto keys = ReadCurveClientKeys(Get(flags, "--sandbox-key", ""), Get(flags, "--sandbox-server-key", ""));
+    if (!keys.ok()) {
+      std::fprintf(stderr, "gantry task run: %s\n", keys.status().ToString().c_str());
+      return 1;
+    }
+    sandbox_keys = *std::move(keys);
+  }
+  SandboxClient sandbox(sandbox_endpoint, std::move(sandbox_keys));
   LedgerSink sink(writer->get(), wo.database_url, lo.task_id, quiet);
   AgentLoop loop(*manifest, lo, &router, &sandbox, &sink);
   auto outcome = loop.Run();
@@ -342,7 +360,7 @@ std::string SummarizeEvent(const std::string& type, const Value& p) {
 int RunTaskCommand(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("missing subcommand (run, show)");
   if (args[0] == "run") {
-    Flags f = ParseFlags(args, 1, {"--router", "--sandbox", "--ledger", "--key", "--spool-dir"}, {"--quiet"});
+    Flags f = ParseFlags(args, 1, {"--router", "--sandbox", "--sandbox-key", "--sandbox-server-key", "--ledger", "--key", "--spool-dir"}, {"--quiet"});
     if (!f.error.empty()) return Usage(f.error);
     return RunTask(f);
   }

@@ -21,6 +21,7 @@ inline const cli::Subcommand kTaskCommand = {
     "task",
     "run an agent task from a manifest; show a task's event trace",
     "Usage: gantry task run FILE [--router URL] [--sandbox ENDPOINT] [--ledger URL]\n"
+    "                            [--sandbox-key FILE --sandbox-server-key FILE]\n"
     "                            [--key KEY] [--spool-dir DIR] [--quiet]\n"
     "       gantry task show ID [--ledger URL]\n"
     "\n"
@@ -28,7 +29,11 @@ inline const cli::Subcommand kTaskCommand = {
     "         per event as it is recorded in the ledger (stream = the task id), then the\n"
     "         answer and the acceptance results.\n"
     "           --router URL        the router (default http://127.0.0.1:8080)\n"
-    "           --sandbox ENDPOINT  the sandbox service (default tcp://127.0.0.1:5570)\n"
+    "           --sandbox ENDPOINT  the sandbox service (default its Unix socket,\n"
+    "                               ipc:///run/gantry/sandbox.sock; it admits this\n"
+    "                               process by its uid), or tcp://HOST:PORT with CURVE:\n"
+    "           --sandbox-key FILE  this harness's CURVE secret key (gantry keys gen-curve)\n"
+    "           --sandbox-server-key FILE  the sandbox service's CURVE public key\n"
     "           --key KEY           the harness's API key (default $GANTRY_HARNESS_KEY)\n"
     "           --ledger URL        libpq URL (default $GANTRY_LEDGER_URL, else the cluster\n"
     "                               of deploy/up)\n"

@@ -275,7 +275,8 @@ Authorization AuthorizeToolCall(const TaskManifest& manifest, const std::string&
     const std::string sandbox_cwd = rel->empty() ? "/workspace" : absl::StrCat("/workspace/", *rel);
     sandbox::CommandDecision d = sandbox::DecideCommand(perm.exec.rules, words, sandbox_cwd, resolver);
     if (!d.allowed) return Refuse(absl::StrCat("permission:exec: ", d.reason));
-    call.mutable_grant()->set_exec_rules(perm.exec.rule_set);
+    // grant.exec_rules stays empty: the sandbox takes the principal from this process's
+    // authenticated connection.
     a.allowed = true;
     return a;
   } else {

@@ -15,6 +15,7 @@
 #include "sandbox-svc/executable_resolver.h"
 #include "sandbox-svc/path_guard.h"
 #include "sandbox-svc/policy_command_rules.h"
+#include "sandbox-svc/workspace_roots.h"
 
 namespace gantry::sandbox {
 namespace {
@@ -533,6 +534,12 @@ v1::ToolResult Sandbox::Run(const v1::ToolCall& call) const {
       call.workspace().find('\0') != std::string::npos ||
       realpath(call.workspace().c_str(), real) == nullptr || !IsDir(real)) {
     Fail(&result, ReasonError("invalid_tool_call", "workspace must be an existing absolute directory"));
+    return result;
+  }
+  if (absl::Status where = CheckWorkspace(real, options_.workspace_roots, options_.fallback_uid,
+                                         options_.fallback_gid);
+      !where.ok()) {
+    Fail(&result, where);
     return result;
   }
   Call c{call, options_, real, EffectiveLimits(call.limits(), options_), &result};

@@ -45,6 +45,10 @@ struct SandboxOptions {
   // Ids a call runs as when the service is root and the workspace belongs to root.
   uid_t fallback_uid = 65534;
   gid_t fallback_gid = 65534;
+  // Where a call's workspace may be: strictly beneath one of these directories, through
+  // directories only root can change (workspace_roots.h). Empty: anywhere (tests,
+  // `gantry sandbox exec`); gantry-sandbox requires at least one (--workspace-root).
+  std::vector<std::string> workspace_roots;
   // A call's limits: its non-zero fields, else these defaults, never above `ceiling`.
   IsolationLimits defaults;
   IsolationLimits ceiling = {600000, 600, 16ull << 30, 1024, 1ull << 30, 4096,

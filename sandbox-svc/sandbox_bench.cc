@@ -19,6 +19,7 @@
 
 #include <zmq.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "common/zmq_io.h"
 #include "policy/policy_loader.h"
 #include "sandbox-svc/tool_service.h"
@@ -98,10 +99,13 @@ int main(int argc, char** argv) {
   gantry::sandbox::Sandbox sandbox(options);
   options.supervise_exec = false;
   gantry::sandbox::Sandbox unsupervised(options);
+  // Each on its own Unix socket; this process's uid is the caller "bench".
   gantry::sandbox::ToolServiceOptions service_options;
-  service_options.endpoint = "tcp://127.0.0.1:*";
   service_options.workers = 1;
+  service_options.peer_uids = {{geteuid(), "bench"}};
+  service_options.endpoint = absl::StrCat("ipc:///tmp/gantry-bench-", getpid(), "-on.sock");
   gantry::sandbox::ToolService service(sandbox, service_options);
+  service_options.endpoint = absl::StrCat("ipc:///tmp/gantry-bench-", getpid(), "-off.sock");
   gantry::sandbox::ToolService service_off(unsupervised, service_options);
   if (!service.Start().ok() || !service_off.Start().ok()) return 1;
 
