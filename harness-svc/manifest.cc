@@ -387,7 +387,9 @@ absl::StatusOr<TaskManifest> ParseManifest(absl::string_view text, const std::st
       std::stringstream in(owned);
       YAML::Parser parser(in);
       AliasScanner scan;
-      while (parser.HandleNextDocument(scan)) {
+      // One document is all a manifest may hold: stop at the second. (yaml-cpp 0.7
+      // reports empty documents without end for some malformed text, e.g. ",a".)
+      while (scan.documents <= 1 && parser.HandleNextDocument(scan)) {
       }
       if (scan.found) return r.FailAt(scan.alias_mark, "", "anchors and aliases are not allowed");
       if (scan.documents > 1) return r.FailAt(YAML::Mark::null_mark(), "", "expected one YAML document");

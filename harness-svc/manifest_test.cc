@@ -149,6 +149,14 @@ TEST(Manifest, DuplicateKeysAliasesAndSyntax) {
   EXPECT_NE(ErrorOf("version: 2\n").find("version: expected an integer in [1, 1]"), std::string::npos);
 }
 
+// yaml-cpp's parser reports empty documents without end for this text; reading one
+// manifest must still end, with an error.
+TEST(Manifest, TextThatNeverEndsAsDocumentsIsRefused) {
+  for (const char* text : {",a", ",version: 1\ngoal: x\n"}) {
+    EXPECT_NE(ErrorOf(text).find("expected one YAML document"), std::string::npos) << text;
+  }
+}
+
 TEST(Manifest, RandomMutationsNeverCrash) {
   std::mt19937 rng(7);
   const std::string base = kGood;
