@@ -609,6 +609,9 @@ bool ExecSupervisor::HandleOne() {
       answer_errno = err != 0 ? err : ENOENT;
     }
   }
+  // After every read of the process (its memory, /proc/PID/...): if the notification
+  // is no longer pending, the pid may name another process by now, and nothing read
+  // counts. Not answered: the kernel has already failed or restarted the call.
   if (seccomp_notify_id_valid(listener_, req->id) != 0) return true;
   Respond(listener_, req, resp, v.allowed, answer_errno);
   if (!record) return true;
