@@ -67,6 +67,12 @@ absl::StatusOr<std::string> Build() {
                                CLONE_VM)) != 0) {
     return fail("clone(CLONE_VM)");
   }
+  // clone(CLONE_PARENT): a vfork child whose parent of record is not the process it
+  // shares memory with would hide that process from the supervisor's check.
+  if (seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
+                       SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_PARENT, CLONE_PARENT)) != 0) {
+    return fail("clone(CLONE_PARENT)");
+  }
   // prlimit64(pid, ...) on anything but the caller itself (pid 0).
   if (seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0)) != 0) {
     return fail("prlimit64");

@@ -9,7 +9,8 @@
 // (io_setup, io_submit, ...: an asynchronous read could rewrite a stopped exec's
 // arguments),
 // open_by_handle_at, iopl, ioperm), prlimit64 on another process, and the TIOCSTI /
-// TIOCLINUX ioctls, clone(CLONE_VM) without CLONE_THREAD or CLONE_VFORK. clone3 fails with ENOSYS so that libc falls back to clone, whose
+// TIOCLINUX ioctls, clone(CLONE_VM) without CLONE_THREAD or CLONE_VFORK, clone with
+// CLONE_PARENT. clone3 fails with ENOSYS so that libc falls back to clone, whose
 // flags the filter can inspect. System calls of another architecture kill the process
 // (libseccomp's default for a foreign arch).
 //
