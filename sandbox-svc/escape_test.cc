@@ -608,7 +608,7 @@ TEST_F(EscapeTest, ExecSupervisorFamilies) {
 // Kernel AIO is denied now; the race cannot even be set up. Also: code written into a
 // write grant cannot be mapped executable (the grant is mounted noexec).
 TEST_F(EscapeTest, AsyncReadsAndCodeFromWritablePlaces) {
-  EscapeTally t("an asynchronous read racing a stopped exec; code from a write grant");
+  EscapeTally t("writers racing a stopped exec (AIO, a dying vfork parent); code from a write grant");
   ASSERT_TRUE(HostSh(ws_, absl::StrCat(
       "mkdir -p out && printf '/usr/bin/perl\\0' > A && truncate -s 4096 A && "
       "printf '/usr/bin/touch\\0' > B && truncate -s 4096 B && cp /usr/bin/true out/code && "
@@ -654,6 +654,35 @@ TEST_F(EscapeTest, AsyncReadsAndCodeFromWritablePlaces) {
                      "if ($r == 0) { syscall(60, 0) } print $r == -1 ? \"refused: $!\" : 'cloned'"});
   EXPECT_EQ(c.stdout(), "refused: Operation not permitted") << c.ShortDebugString();
   t.Attempt(c.stdout() == "cloned", "clone(CLONE_PARENT | CLONE_VFORK | CLONE_VM)");
+  // The second red team's race: a vfork parent killed by its own timer while the
+  // child's exec is stopped writes zero at its clear_child_tid, set to point into the
+  // child's operand: "/workspace/out/allowed" (granted) becomes "/workspace/out/all".
+  // It won within 1-55 tries; now such an exec is checked again at its exec stop.
+  const std::string vfork_race = R"(
+    for my $i (0..119) {
+      my $d = 50 + 25 * $i;
+      my $w = fork();
+      if ($w == 0) {
+        my $buf = "/workspace/out/allowed"; $buf .= "";
+        my $path = "/usr/bin/touch"; my $a0 = "touch";
+        my $argv = pack("ppQ", $a0, $buf, 0);
+        syscall(218, unpack("Q", pack("p", $buf)) + 18);
+        my $timer = pack("qqqq", 0, 0, 0, $d);
+        syscall(38, 0, $timer, 0);
+        if (syscall(58) == 0) { syscall(59, $path, $argv, 0); syscall(60, 127) }
+        syscall(60, 0);
+      }
+      waitpid($w, 0);
+      if (-e "/workspace/out/all") { print "raced at $i
+"; exit 0 }
+    })";
+  auto v = RunUnder(ToolsPolicy({"/usr/bin/perl"},
+                                {"{executable: /usr/bin/touch, operands: {globs: [\"/workspace/out/allowed\"]}}"}),
+                    ws_, {"perl", "-e", vfork_race});
+  t.Attempt(HostPathExists(ws_ + "/out/all"), "touch of out/all through a dying vfork parent");
+  EXPECT_FALSE(absl::StrContains(v.stdout(), "raced")) << v.ShortDebugString();
+  EXPECT_TRUE(HostPathExists(ws_ + "/out/allowed"))
+      << "the granted touch never ran: " << v.ShortDebugString().substr(0, 3000);
   EXPECT_EQ(t.successes(), 0);
 }
 

@@ -7,12 +7,15 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,7 +123,11 @@ bool ReadStatus(pid_t pid, TaskStatus* st) {
 // "" when no other task can write the memory of `pid` while its exec is stopped, else
 // why not. A vfork child shares its parent's memory; the parent is blocked until the
 // child execs, but the parent's other threads are not.
-std::string WhoElseCanWrite(pid_t pid) {
+// `*shared`: the memory is (or may be) shared with a vfork parent, which can still
+// change it by dying (its clear_child_tid and robust-futex writes at exit): such an exec
+// is checked again after the fact (ExecSupervisor::CheckPending).
+std::string WhoElseCanWrite(pid_t pid, bool* shared) {
+  *shared = false;
   TaskStatus st;
   if (!ReadStatus(pid, &st)) return "its status cannot be read";
   if (st.threads != 1) return absl::StrCat("it has ", st.threads, " threads");
@@ -128,6 +135,7 @@ std::string WhoElseCanWrite(pid_t pid) {
     pid_t parent = st.ppid;
     long same = syscall(SYS_kcmp, pid, parent, KCMP_VM, 0, 0);
     if (same != 0 && same != -1) return "";  // its own memory
+    *shared = true;
     TaskStatus pst;
     if (!ReadStatus(parent, &pst)) {
       if (same == 0) return "its memory is shared with a parent that cannot be read";
@@ -280,6 +288,38 @@ ExecRecord MakeRecord(const ExecRequest& x, const ExecVerdict& v) {
 
 ExecVerdict Refuse(absl::string_view id, absl::string_view why) {
   return {false, std::string(id), absl::StrCat("rule:", id, ": ", why)};
+}
+
+// The identity of `path` in the view of `pid`, or with "" of the file it runs.
+bool FileIdentity(pid_t pid, const std::string& path, dev_t* dev, ino_t* ino) {
+  struct stat st;
+  if (path.empty()) {
+    if (stat(ProcPath(pid, "exe").c_str(), &st) != 0) return false;
+  } else {
+    OwnedFd root(open(ProcPath(pid, "root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0 || fstatat(root.get(), path.c_str() + 1, &st, 0) != 0) return false;
+  }
+  *dev = st.st_dev;
+  *ino = st.st_ino;
+  return true;
+}
+
+// The argv the kernel gave the process's current program (/proc/PID/cmdline).
+std::vector<std::string> ReadCmdline(pid_t pid) {
+  std::vector<std::string> argv;
+  OwnedFd fd(open(ProcPath(pid, "cmdline").c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return argv;
+  std::string text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd.get(), buf, sizeof(buf))) > 0 && text.size() < (kMaxArgvBytes + 4096)) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  if (text.empty() || text.back() != '\0') return argv;
+  for (absl::string_view a : absl::StrSplit(absl::string_view(text.data(), text.size() - 1), '\0')) {
+    argv.emplace_back(a);
+  }
+  return argv;
 }
 
 }  // namespace
@@ -488,6 +528,8 @@ ExecVerdict ExecSupervisor::DecideFormat(const ExecRequest& x, int depth) {
     v.reason = absl::StrCat(v.reason, " (the interpreter of ", file, ")");
     return v;
   }
+  final_executable_ = y.executable;  // what the kernel will finally run, and how
+  final_argv_ = y.argv;
   return DecideFormat(y, depth + 1);
 }
 
@@ -517,6 +559,7 @@ bool ExecSupervisor::HandleOne() {
     relative_to_fd = static_cast<int>(req->data.args[0]) != AT_FDCWD || req->data.args[4] != 0;
   }
   StableMemory memory(x.pid);
+  bool shared = false;
   // Reads the path and argv; on failure sets `refusal` to the rule and reason.
   std::pair<std::string, std::string> refusal;
   auto unstable_if = [&](std::string why) {
@@ -534,7 +577,7 @@ bool ExecSupervisor::HandleOne() {
     return setup || unstable_if(memory.Check(addr, len));
   };
   auto read_all = [&] {
-    if (!setup && !unstable_if(WhoElseCanWrite(x.pid))) return;
+    if (!setup && !unstable_if(WhoElseCanWrite(x.pid, &shared))) return;
     if (!unreadable_if(!ReadString(x.pid, path_ptr, kMaxPath, &x.path), "its path cannot be read"))
       return;
     if (!check(path_ptr, x.path.size() + 1)) return;
@@ -595,6 +638,8 @@ bool ExecSupervisor::HandleOne() {
     auto exe = ResolveForExec(x.pid, x.cwd, x.path, &err);
     if (exe.ok()) {
       x.executable = *exe;
+      final_executable_ = x.executable;
+      final_argv_ = x.argv;
       v = decide_(x);
       if (v.allowed) {
         ExecVerdict format = DecideFormat(x, 0);
@@ -613,6 +658,23 @@ bool ExecSupervisor::HandleOne() {
   // is no longer pending, the pid may name another process by now, and nothing read
   // counts. Not answered: the kernel has already failed or restarted the call.
   if (seccomp_notify_id_valid(listener_, req->id) != 0) return true;
+  // An allowed exec of a vfork child: traced from here, so that the kernel stops it
+  // after the exec and before the new program's first instruction, where the file it
+  // runs and the argv it was given are checked against what was decided.
+  Pending pending;
+  if (v.allowed && shared) {
+    pending.pid = x.pid;
+    pending.argv = final_argv_;
+    const bool seized = std::any_of(pending_.begin(), pending_.end(),
+                                    [&](const Pending& p) { return p.pid == x.pid; }) ||
+                        ptrace(PTRACE_SEIZE, x.pid, nullptr,
+                               reinterpret_cast<void*>(PTRACE_O_TRACEEXEC |
+                                                       PTRACE_O_EXITKILL)) == 0;
+    if (!seized || !FileIdentity(x.pid, final_executable_, &pending.dev, &pending.ino)) {
+      v = Refuse("exec_unverifiable",
+                 "exec refused: it shares its parent's memory and cannot be checked after it");
+    }
+  }
   Respond(listener_, req, resp, v.allowed, answer_errno);
   if (!record) return true;
   ++decided_;
@@ -620,8 +682,58 @@ bool ExecSupervisor::HandleOne() {
   if (records_.size() < kMaxRecords) {
     records_.push_back(MakeRecord(x, v));
     records_.back().decide_us = static_cast<uint64_t>(SystemClock().MonotonicMicros() - t0);
+    pending.record = records_.size() - 1;
+  }
+  if (v.allowed && shared) {
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                  [&](const Pending& p) { return p.pid == x.pid; }),
+                   pending_.end());
+    pending_.push_back(std::move(pending));
   }
   return true;
+}
+
+void ExecSupervisor::CheckPending() {
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
+    int status = 0;
+    pid_t got = waitpid(p.pid, &status, WNOHANG | __WALL);
+    if (got == 0) {  // not stopped yet
+      ++i;
+      continue;
+    }
+    if (got < 0 || WIFEXITED(status) || WIFSIGNALED(status)) {
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+      continue;
+    }
+    if (WIFSTOPPED(status) && (status >> 8) == (SIGTRAP | (PTRACE_EVENT_EXEC << 8))) {
+      dev_t dev = 0;
+      ino_t ino = 0;
+      const bool same_file = FileIdentity(p.pid, "", &dev, &ino) && dev == p.dev && ino == p.ino;
+      const bool same_argv = ReadCmdline(p.pid) == p.argv;
+      if (same_file && same_argv) {
+        ptrace(PTRACE_DETACH, p.pid, nullptr, nullptr);
+      } else {
+        kill(p.pid, SIGKILL);
+        ++denied_;
+        if (p.record < records_.size()) {
+          ExecRecord& r = records_[p.record];
+          r.allowed = false;
+          r.rule_id = "exec_changed";
+          r.reason = absl::StrCat("rule:exec_changed: killed before it ran: its ",
+                                  same_file ? "argv" : "file",
+                                  " changed after the check (memory shared with a vfork "
+                                  "parent)");
+        }
+      }
+    } else if (WIFSTOPPED(status)) {
+      // Any other stop comes before an exec that has not happened (it failed): let the
+      // process go on as it would have, with its signal.
+      const int sig = (status >> 8) == SIGTRAP ? 0 : WSTOPSIG(status);
+      ptrace(PTRACE_DETACH, p.pid, nullptr, reinterpret_cast<void*>(static_cast<long>(sig)));
+    }
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+  }
 }
 
 }  // namespace gantry::sandbox

@@ -22,6 +22,10 @@
 //      script's interpreter is decided too (with the argv the kernel will give it),
 //      anything else is refused (the kernel would try binfmt_misc handlers);
 //   6. answers: SECCOMP_USER_NOTIF_FLAG_CONTINUE to let the kernel run it, or EACCES.
+//      A vfork child shares its parent's memory, and the parent can still write it by
+//      dying (its clear_child_tid, robust futexes): such an exec is ptrace-seized before
+//      it continues, and at its PTRACE_EVENT_EXEC stop, before the new program runs,
+//      the file and the argv the kernel copied must be the decided ones (CheckPending).
 // A path that does not resolve is answered with the errno the kernel would give
 // (ENOENT, ENOTDIR, ELOOP), without a decision: execvp's PATH search works as usual.
 // Execs the sandbox makes before the command (bwrap, prlimit) are matched against the
@@ -120,10 +124,31 @@ class ExecSupervisor {
   uint64_t decided() const { return decided_; }
   uint64_t denied() const { return denied_; }
 
+  // Allowed execs of vfork children waiting for their check after the fact: the run
+  // loop calls CheckPending (non-blocking) every millisecond while this is true.
+  bool HasPending() const { return !pending_.empty(); }
+  // For each such exec that has reached its ptrace exec stop: the file it runs and the
+  // argv the kernel copied must be what was decided, else it is killed before its first
+  // instruction (recorded as rule exec_changed); then it is detached.
+  void CheckPending();
+
  private:
   // The file's format: loader and interpreter checks (see above). `depth` counts
   // nested scripts.
   ExecVerdict DecideFormat(const ExecRequest& x, int depth);
+
+  struct Pending {
+    pid_t pid = 0;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    std::vector<std::string> argv;
+    size_t record = static_cast<size_t>(-1);
+  };
+  std::vector<Pending> pending_;
+  // The program the kernel finally runs for the exec being decided (the last
+  // interpreter of a script chain) and its argv.
+  std::string final_executable_;
+  std::vector<std::string> final_argv_;
 
   int listener_;
   std::string loader_;  // the system's dynamic loader in the sandbox's view, once known

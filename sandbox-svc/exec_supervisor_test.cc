@@ -208,6 +208,21 @@ TEST_F(ExecSupervisorTest, AScriptsInterpreterAndAnElfsLoaderAreDecidedToo) {
   EXPECT_EQ(FirstDenied(l)->rule_id(), "exec_loader") << FirstDenied(l)->reason();
 }
 
+TEST_F(ExecSupervisorTest, AVforkChildsExecIsCheckedAgainBeforeItRuns) {
+  // A single-threaded vfork child passes the memory checks; its exec is traced and
+  // checked again at the exec stop. Unchanged, it runs (the red team's race, which
+  // changes it, is in escape_test).
+  auto r = Run({attempts_, "/usr/bin/touch"}, {attempts_, "vfork", "/usr/bin/touch", kMarker});
+  EXPECT_EQ(r.stdout(), "errno=0\n") << r.stderr();
+  EXPECT_TRUE(Marked());
+  EXPECT_EQ(r.execs_denied(), 0u) << r.ShortDebugString();
+  ASSERT_EQ(r.execs_size(), 2);
+  EXPECT_TRUE(r.execs(1).allowed());
+  // Refused by its rule as any exec is.
+  auto d = Run({attempts_, "/usr/bin/touch"}, {attempts_, "vfork", "/usr/bin/cat", kMarker});
+  EXPECT_EQ(d.stdout(), "errno=2\n") << d.stderr();  // cat is not even there
+}
+
 TEST_F(ExecSupervisorTest, ExecsThroughWritablePlacesAreRefused) {
   // A link in the writable directory to a granted program, and a copy of it there:
   // either could be swapped between the check and the kernel's own lookup.

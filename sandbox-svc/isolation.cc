@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -579,16 +580,19 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
     if (st_r.get() >= 0) { idx_st = n; fds[n++] = {st_r.get(), POLLIN, 0}; }
     if (!exited && pidfd.get() >= 0) { idx_pid = n; fds[n++] = {pidfd.get(), POLLIN, 0}; }
     int timeout_ms = killed ? 1000 : static_cast<int>((deadline.RemainingMicros() + 999) / 1000);
+    if (supervisor.HasPending()) timeout_ms = std::min(timeout_ms, 1);
     if (n == 0) break;
     int ready = poll(fds, static_cast<nfds_t>(n), timeout_ms);
     if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
+    if (supervisor.HasPending()) supervisor.CheckPending();
+    if (ready == 0 && !(timeout_ms == 1 && !killed && !deadline.Expired())) {
       if (killed) break;  // clean-up took too long; give up on the pipes
       kill(pid, SIGKILL);
       killed = true;
       outcome.timed_out = true;
       continue;
     }
+    if (ready == 0) continue;  // only the short wait for a pending exec check
     if (idx_exec >= 0 && fds[idx_exec].revents) {
       // POLLHUP: every process under the filter is gone.
       if ((fds[idx_exec].revents & POLLIN) == 0 || !supervisor.HandleOne()) supervising = false;

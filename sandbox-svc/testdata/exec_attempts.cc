@@ -5,7 +5,8 @@
 // MODE: plain, thread (exec while a second thread runs), vfork-thread (vfork from a
 // process with a second thread), shared (the path and argv in MAP_SHARED memory),
 // clone-vm (clone(CLONE_VM) without CLONE_THREAD or CLONE_VFORK), fd (execveat of an
-// open descriptor), grandchild (fork, fork, exec), argv0 (exec PATH with argv[0] set to
+// open descriptor), vfork (a single-threaded vfork child execs), grandchild (fork,
+// fork, exec), argv0 (exec PATH with argv[0] set to
 // the next argument: exec_attempts argv0 PATH NAME [ARGS...]), mapped (the path to
 // exec is read from a private mapping of the file named first: exec_attempts mapped
 // FILE ARGV0 [ARGS...]).
@@ -58,6 +59,16 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "vfork-thread") == 0) {
     std::thread t([] { pause(); });
     t.detach();
+    pid_t pid = vfork();
+    if (pid == 0) {
+      execv(target[0], target);
+      _exit(errno);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return Report(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  if (strcmp(mode, "vfork") == 0) {
     pid_t pid = vfork();
     if (pid == 0) {
       execv(target[0], target);
