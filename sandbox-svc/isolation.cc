@@ -457,7 +457,9 @@ std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {
                                 absl::StrCat("--as=", spec.limits.address_space_bytes),
                                 absl::StrCat("--nproc=", spec.limits.max_processes),
                                 absl::StrCat("--fsize=", spec.limits.max_file_bytes),
-                                absl::StrCat("--nofile=", spec.limits.max_open_files), "--"};
+                                absl::StrCat("--nofile=", spec.limits.max_open_files),
+                                // No core files (a crash would write one into a grant).
+                                "--core=0", "--"};
   a.insert(a.end(), spec.argv.begin(), spec.argv.end());
   return a;
 }

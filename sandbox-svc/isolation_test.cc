@@ -136,7 +136,7 @@ TEST_F(SandboxToolsTest, TheCommandRunsUnderTheCallsLimits) {
   // Soft and hard limit both (units: seconds, bytes, processes).
   const std::pair<const char*, const char*> kWant[] = {
       {"CPU", "7"}, {"FSIZE", "12345"}, {"NPROC", "33"}, {"NOFILE", "99"},
-      {"AS", "1073741824"}};
+      {"AS", "1073741824"}, {"CORE", "0"}};
   for (const auto& [name, value] : kWant) {
     const std::string want = absl::StrCat("\n", name, " ", value, " ", value, "\n");
     EXPECT_TRUE(absl::StrContains(absl::StrCat("\n", r.stdout()), want)) << want << "\n"
