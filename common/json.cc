@@ -119,7 +119,18 @@ bool operator==(const Value& a, const Value& b) {
 }
 
 // ---------------------------------------------------------------------------------
-// Parser: recursive descent over the bytes, depth-bounded.
+// Parser: recursive descent over the bytes, depth-bounded. Values are built in place
+// (a member's or an item's value is parsed into its slot), not built and then moved.
+
+struct ParserAccess {
+  // Makes `v` (null) a string and returns its text to fill.
+  static std::string* MakeString(Value* v) {
+    v->type_ = Type::kString;
+    return &v->text_;
+  }
+  static void MakeArray(Value* v) { v->type_ = Type::kArray; }
+  static void MakeObject(Value* v) { v->type_ = Type::kObject; }
+};
 
 namespace {
 
@@ -170,6 +181,7 @@ class Parser {
     return true;
   }
 
+  // `out` is a null Value (a new one: values are parsed into fresh slots).
   bool ParseValue(Value* out, size_t depth) {
     if (pos_ >= s_.size()) {
       Fail("unexpected end of input (expected a value)");
@@ -178,12 +190,8 @@ class Parser {
     switch (s_[pos_]) {
       case '{': return ParseObject(out, depth + 1);
       case '[': return ParseArray(out, depth + 1);
-      case '"': {
-        std::string text;
-        if (!ParseString(&text)) return false;
-        *out = Value::String(std::move(text));
-        return true;
-      }
+      case '"':
+        return ParseString(ParserAccess::MakeString(out));
       case 't':
         if (!Literal("true")) return false;
         *out = Value::Bool(true);
@@ -355,17 +363,17 @@ class Parser {
       return false;
     }
     ++pos_;
-    *out = Value::EmptyArray();
+    ParserAccess::MakeArray(out);
     SkipSpace();
     if (pos_ < s_.size() && s_[pos_] == ']') {
       ++pos_;
       return true;
     }
+    auto& items = out->items();
     for (;;) {
       SkipSpace();
-      Value item;
-      if (!ParseValue(&item, depth)) return false;
-      out->Append(std::move(item));
+      items.emplace_back();
+      if (!ParseValue(&items.back(), depth)) return false;
       SkipSpace();
       if (pos_ >= s_.size()) {
         Fail("unterminated array");
@@ -390,7 +398,7 @@ class Parser {
       return false;
     }
     ++pos_;
-    *out = Value::EmptyObject();
+    ParserAccess::MakeObject(out);
     constexpr size_t kIndexAbove = 16;
     std::unordered_map<std::string, size_t> index;
     SkipSpace();
@@ -413,37 +421,44 @@ class Parser {
       }
       ++pos_;
       SkipSpace();
-      Value value;
-      if (!ParseValue(&value, depth)) return false;
+      size_t known = 0;
+      if (depth == 1 && options_.known_member_value) {
+        known = options_.known_member_value(key, s_.substr(pos_));
+        if (known > s_.size() - pos_) known = 0;  // not a prefix of the input: parse it
+      }
       // Duplicate keys keep their first position and take the last value. Small objects
       // search linearly; large ones (a tokenizer's vocab) through an index, so parsing
-      // stays linear in the input.
+      // stays linear in the input. A new key's value is parsed into its new member.
       auto& members = out->members();
+      Value* existing = nullptr;
       if (index.empty() && members.size() < kIndexAbove) {
-        Value* existing = out->Find(key);
-        if (existing && options_.reject_duplicate_keys) {
-          Fail(absl::StrCat("duplicate key '", key, "'"));
-          return false;
-        }
-        if (existing) {
-          *existing = std::move(value);
-        } else {
-          members.emplace_back(std::move(key), std::move(value));
-        }
+        existing = out->Find(key);
       } else {
         if (index.empty()) {
           for (size_t i = 0; i < members.size(); ++i) index.emplace(members[i].first, i);
         }
         auto [it, inserted] = index.emplace(key, members.size());
-        if (!inserted && options_.reject_duplicate_keys) {
+        if (!inserted) existing = &members[it->second].second;
+      }
+      if (existing == nullptr) {
+        members.emplace_back(std::move(key), Value());
+        if (known > 0) {
+          pos_ += known;  // a value the caller holds: left null
+        } else if (!ParseValue(&members.back().second, depth)) {
+          return false;
+        }
+      } else {
+        Value value;
+        if (known > 0) {
+          pos_ += known;
+        } else if (!ParseValue(&value, depth)) {
+          return false;
+        }
+        if (options_.reject_duplicate_keys) {
           Fail(absl::StrCat("duplicate key '", key, "'"));
           return false;
         }
-        if (inserted) {
-          members.emplace_back(std::move(key), std::move(value));
-        } else {
-          members[it->second].second = std::move(value);
-        }
+        *existing = std::move(value);
       }
       SkipSpace();
       if (pos_ >= s_.size()) {
@@ -508,21 +523,25 @@ class Dumper {
           out->append("{}");
           return;
         }
-        std::vector<const Value::Member*> members;
-        for (const auto& m : v.members()) members.push_back(&m);
+        out->push_back('{');
+        auto write_member = [&](size_t i, const Value::Member& m) {
+          if (i) out->append(item_sep_);
+          Newline(level + 1, out);
+          AppendQuoted(m.first, o_.ensure_ascii, out);
+          out->append(o_.key_separator);
+          Write(m.second, level + 1, out);
+        };
         if (o_.sort_keys) {
+          std::vector<const Value::Member*> members;
+          members.reserve(v.members().size());
+          for (const auto& m : v.members()) members.push_back(&m);
           std::stable_sort(members.begin(), members.end(),
                            [](const Value::Member* a, const Value::Member* b) {
                              return CodePointLess(a->first, b->first);
                            });
-        }
-        out->push_back('{');
-        for (size_t i = 0; i < members.size(); ++i) {
-          if (i) out->append(item_sep_);
-          Newline(level + 1, out);
-          AppendQuoted(members[i]->first, o_.ensure_ascii, out);
-          out->append(o_.key_separator);
-          Write(members[i]->second, level + 1, out);
+          for (size_t i = 0; i < members.size(); ++i) write_member(i, *members[i]);
+        } else {
+          for (size_t i = 0; i < v.members().size(); ++i) write_member(i, v.members()[i]);
         }
         Newline(level, out);
         out->push_back('}');
@@ -553,6 +572,34 @@ class Dumper {
 
 absl::StatusOr<Value> Parse(absl::string_view text, const ParseOptions& options) {
   return Parser(text, options).ParseDocument();
+}
+
+size_t ScanContainerLength(absl::string_view text) {
+  if (text.empty() || (text[0] != '[' && text[0] != '{')) return 0;
+  size_t depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    switch (text[i]) {
+      case '"':
+        // To the closing quote; an escape is a backslash and the byte after it (the
+        // rest of a \uXXXX escape is hex digits).
+        for (++i; i < text.size() && text[i] != '"'; ++i) {
+          if (text[i] == '\\') ++i;
+        }
+        if (i >= text.size()) return 0;
+        break;
+      case '[':
+      case '{':
+        ++depth;
+        break;
+      case ']':
+      case '}':
+        if (--depth == 0) return i + 1;
+        break;
+      default:
+        break;
+    }
+  }
+  return 0;
 }
 
 std::string Dump(const Value& value, const DumpOptions& options) {
@@ -623,6 +670,18 @@ std::string PythonFloatRepr(double d) {
 void AppendQuoted(absl::string_view text, bool ensure_ascii, std::string* out) {
   out->push_back('"');
   for (size_t i = 0; i < text.size();) {
+    // A run of bytes that are written as they are, at once.
+    size_t run = i;
+    while (run < text.size()) {
+      unsigned char b = text[run];
+      if (b < 0x20 || b == '"' || b == '\\' || b >= 0x80) break;
+      ++run;
+    }
+    if (run > i) {
+      out->append(text.data() + i, run - i);
+      i = run;
+      if (i == text.size()) break;
+    }
     unsigned char c = text[i];
     if (c >= 0x80) {
       uint32_t cp = 0;

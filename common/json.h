@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,8 @@ class Value {
   friend bool operator!=(const Value& a, const Value& b) { return !(a == b); }
 
  private:
+  friend struct ParserAccess;  // json.cc: the parser builds values in place
+
   Type type_ = Type::kNull;
   bool bool_ = false;
   bool integer_ = false;
@@ -99,9 +102,22 @@ struct ParseOptions {
   // copy winning: for text whose readers may disagree on which copy counts (a tool
   // call's arguments, decided by the policy and then run by a client).
   bool reject_duplicate_keys = false;
+  // Values the caller already holds, by their exact text (a cache of values parsed
+  // before): called for each member of the top-level object with its key and the input
+  // from the member's value on. A return n > 0 says that the first n bytes are a value
+  // the caller holds (bytes Parse accepted as a value before, with these options, as a
+  // member of a top-level object): they are skipped, neither parsed nor checked again,
+  // and the member's value is null. 0 parses the value as usual. May be empty.
+  std::function<size_t(absl::string_view key, absl::string_view rest)> known_member_value;
 };
 
 absl::StatusOr<Value> Parse(absl::string_view text, const ParseOptions& options = {});
+
+// The length of the array or object that `text` starts with, found by matching its
+// brackets outside strings (escapes honoured) and checking nothing else: exact when
+// `text` starts with a valid JSON array or object. 0 when it starts with neither, or
+// ends before the brackets close.
+size_t ScanContainerLength(absl::string_view text);
 
 struct DumpOptions {
   bool ensure_ascii = false;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
+#include <vector>
 #include <random>
 
 #include "common/status.h"
@@ -159,6 +161,52 @@ TEST(JsonTest, RandomDocumentsRoundTrip) {
       EXPECT_EQ(*back, v) << Dump(v);
     }
   }
+}
+
+
+TEST(JsonTest, ScanContainerLengthMatchesBracketsOutsideStrings) {
+  EXPECT_EQ(ScanContainerLength("[1, 2] tail"), 6u);
+  EXPECT_EQ(ScanContainerLength(R"({"a": "]}\"]", "b": [{}]},)"), 25u);
+  EXPECT_EQ(ScanContainerLength(R"(["\\", "\u005d"])"), 16u);
+  EXPECT_EQ(ScanContainerLength("[[[]]]"), 6u);
+  EXPECT_EQ(ScanContainerLength("[1, 2"), 0u);
+  EXPECT_EQ(ScanContainerLength(R"(["open)"), 0u);
+  EXPECT_EQ(ScanContainerLength("1"), 0u);
+  EXPECT_EQ(ScanContainerLength(" []"), 0u);
+  EXPECT_EQ(ScanContainerLength(""), 0u);
+}
+
+// A member value the caller holds is skipped (left null); only top-level members are
+// offered; everything after it parses (and fails) as without the option.
+TEST(JsonTest, KnownMemberValuesAreSkipped) {
+  std::vector<std::string> keys;
+  ParseOptions options;
+  options.known_member_value = [&keys](absl::string_view key, absl::string_view rest) -> size_t {
+    keys.emplace_back(key);
+    return key == "known" ? ScanContainerLength(rest) : 0;
+  };
+  auto v = Parse(R"({"a": {"known": [1]}, "known": [1, {"x": "]"}], "b": 2})", options);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", "known", "b"}));
+  EXPECT_EQ(DumpCompact(*v), R"({"a":{"known":[1]},"known":null,"b":2})");
+  // Errors after the skipped bytes are where they are without the option.
+  const std::string bad = R"({"known": [1, 2], "b": tru})";
+  auto with = Parse(bad, options);
+  auto without = Parse(bad);
+  ASSERT_FALSE(with.ok());
+  EXPECT_EQ(with.status(), without.status());
+  // A length beyond the input is ignored: the value is parsed.
+  options.known_member_value = [](absl::string_view, absl::string_view rest) { return rest.size() + 1; };
+  auto parsed = Parse(R"({"k": [1]})", options);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(DumpCompact(*parsed), R"({"k":[1]})");
+  // Repeated keys keep their rule: first position, last value (here the skipped one).
+  options.known_member_value = [](absl::string_view key, absl::string_view rest) -> size_t {
+    return key == "k" && rest.substr(0, 3) == "[2]" ? 3 : 0;
+  };
+  parsed = Parse(R"({"k": [1], "j": 0, "k": [2]})", options);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(DumpCompact(*parsed), R"({"k":null,"j":0})");
 }
 
 }  // namespace

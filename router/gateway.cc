@@ -53,11 +53,13 @@ class TemplateTokenizerCounter : public PromptCounter {
   absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request) const override {
     // The same function the worker runs the prompt with: the count admitted is the
     // prompt served, client text that imitates a control token included (prompt.h).
-    auto prompt = conversation::BuildPrompt(template_, *tokenizer_, request);
+    // The tools cache keeps an agent's tool definitions converted from turn to turn
+    // (exact: the prompt is the one an uncached build gives).
+    auto prompt = conversation::BuildPrompt(template_, *tokenizer_, request, &tools_cache_);
     if (!prompt.ok()) return prompt.status();
     RenderedPrompt out;
     out.tokens = static_cast<uint32_t>(prompt->ids.size());
-    out.token_ids_sha256 = TokenIdsSha256Hex(prompt->ids);
+    out.token_ids_sha256 = PromptIdsSha256Hex(prompt->ids);
     out.text = std::move(prompt->text);
     return out;
   }
@@ -65,6 +67,7 @@ class TemplateTokenizerCounter : public PromptCounter {
  private:
   jinja::ChatTemplate template_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  mutable conversation::ToolsCache tools_cache_;  // internally synchronized
 };
 
 // Settles a budget reservation when the request ends, on every path: with the tokens

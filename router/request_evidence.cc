@@ -26,6 +26,18 @@ Value Millis(int64_t us) { return us < 0 ? Value() : Value::Double(us / 1000.0);
 
 }  // namespace
 
+std::string PromptIdsSha256Hex(const std::vector<int32_t>& ids) {
+  std::string bytes(ids.size() * 4, '\0');
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint32_t u = static_cast<uint32_t>(ids[i]);
+    bytes[4 * i] = static_cast<char>(u & 0xff);  // little-endian, as TokenIdsSha256Hex
+    bytes[4 * i + 1] = static_cast<char>((u >> 8) & 0xff);
+    bytes[4 * i + 2] = static_cast<char>((u >> 16) & 0xff);
+    bytes[4 * i + 3] = static_cast<char>(u >> 24);
+  }
+  return Sha256Hex(bytes);
+}
+
 RequestEvidence::RequestEvidence(const v1::InferenceRequest& request,
                                  const RenderedPrompt& rendered, absl::string_view api,
                                  absl::string_view user_agent, int64_t received_unix_us)

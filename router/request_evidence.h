@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "common/json.h"
@@ -26,6 +27,11 @@ struct RenderedPrompt {
   // The rendered prompt text (what the tokenizer encoded).
   std::string text;
 };
+
+// RenderedPrompt::token_ids_sha256 of `ids`: the value of common's TokenIdsSha256Hex,
+// hashed in one pass over the ids' bytes (TokenIdsSha256Hex makes one digest update
+// per id: 3.5 us for a 463-token prompt with tools against 1.4 us, in a hot loop).
+std::string PromptIdsSha256Hex(const std::vector<int32_t>& ids);
 
 class RequestEvidence {
  public:

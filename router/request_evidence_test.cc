@@ -1,5 +1,9 @@
 #include "router/request_evidence.h"
 
+#include <random>
+#include <vector>
+
+#include "common/sha256.h"
 #include "gtest/gtest.h"
 
 namespace gantry::router {
@@ -18,6 +22,15 @@ v1::InferenceRequest TurnTwo() {
   result->set_role("tool");
   result->set_tool_call_id("call_a");
   return req;
+}
+
+TEST(PromptIdsSha256Hex, EqualsTokenIdsSha256Hex) {
+  std::mt19937 rng(7);
+  for (size_t n : {0, 1, 2, 15, 16, 17, 463, 5000}) {
+    std::vector<int32_t> ids(n);
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng());  // negative ones too
+    EXPECT_EQ(PromptIdsSha256Hex(ids), TokenIdsSha256Hex(ids)) << n;
+  }
 }
 
 TEST(RequestEvidence, RecordsTheRequestTheStreamAndTheTerminal) {

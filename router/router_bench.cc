@@ -14,8 +14,13 @@
 //           admission, the broker, and the OpenAI response body.
 //   tools   routed, the request offering 12 tools as a coding agent does (6 granted, 6
 //           stripped by the policy) and the worker answering with a tool call that the
-//           policy decides before it goes out (latency only).
-// Latency: one request at a time, p50 / p99; added = routed - direct.
+//           policy decides before it goes out (latency only; a second model of the same
+//           bundle, served by a worker double of its own with that script).
+// Latency: one request at a time, p50 / p99; added = routed - direct. The three are
+// measured interleaved (a direct, a routed and a tools request in turn, the order
+// rotating each round), so that all three see the same machine: on a shared 2-core
+// machine, phases measured one after the other differed by tens of microseconds for
+// the same binary and request.
 // Throughput: for each count in `--concurrency`, that many requests kept in flight for
 // `--seconds` each way by one client thread (direct: on its socket; routed: one per
 // keep-alive connection, multiplexed with epoll), requests per second. The first count
@@ -73,6 +78,7 @@ using testing::FakeWorkerForTest;
 using testing::FakeWorkerOptions;
 
 constexpr char kModel[] = "bench-model";
+constexpr char kToolsModel[] = "bench-model-tools";  // the same bundle, for the tools case
 constexpr char kKey[] = "k-bench";
 constexpr char kA11yKey[] = "k-bench-a11y";
 constexpr char kPrompt[] = "Say hi.";
@@ -92,6 +98,7 @@ defaults:
   budgets: {tokens_per_day: 1000000000000, tokens_per_month: 1000000000000, requests_per_minute: 100000000, concurrent_requests: 100000}
 models:
   - {name: bench-model, bundles: [bench-bundle]}
+  - {name: bench-model-tools, bundles: [bench-bundle]}
 principals:
   users:
     - {name: bench, key_sha256: )", Sha256Hex(kKey), R"(, priority: interactive}
@@ -100,6 +107,8 @@ grants:
   - user: bench
     models:
       bench-model:
+        max_tokens: {max: 16, action: clamp}
+      bench-model-tools:
         max_tokens: {max: 16, action: clamp}
     tools:
       read_file: {args: {path: {globs: ["/workspace/**"]}}}
@@ -122,6 +131,18 @@ FakeWorkerOptions WorkerOptions(const std::string& endpoint, int slots) {
   w.model = kModel;
   w.slots = slots;
   w.script = {FakeStep::Text("Hi"), FakeStep::Finish(v1::FINISH_STOP)};
+  return w;
+}
+
+// The tools case's worker: its answer is a tool call the policy decides (granted, its
+// path argument matched against its glob) before it goes out.
+FakeWorkerOptions ToolsWorkerOptions(const std::string& endpoint) {
+  FakeWorkerOptions w = WorkerOptions(endpoint, 1);
+  w.worker_id = "bench/2/fake";
+  w.model = kToolsModel;
+  w.script = {FakeStep::Text("Hi"),
+              FakeStep::ToolCall("read_file", R"({"path":"/workspace/src/main.cc"})"),
+              FakeStep::Finish(v1::FINISH_TOOL_CALLS)};
   return w;
 }
 
@@ -201,7 +222,9 @@ std::unique_ptr<InProcessRouterForTest> StartRouter(std::string* counted_with) {
     *counted_with = "tiny test tokenizer (set GANTRY_REFERENCE_DIR for Qwen3's)";
   }
   if (entry.counter == nullptr) return nullptr;
-  auto router = InProcessRouterForTest::Start(Policy(), {{kModel, entry}});
+  ModelEntry tools_entry = entry;
+  tools_entry.name = kToolsModel;
+  auto router = InProcessRouterForTest::Start(Policy(), {{kModel, entry}, {kToolsModel, tools_entry}});
   return router.ok() ? std::move(*router) : nullptr;
 }
 
@@ -225,7 +248,7 @@ const std::string& ToolsBody() {
                       R"(","description":"A tool.","parameters":{"type":"object","properties":)",
                       R"({"path":{"type":"string"},"limit":{"type":"integer"}},"required":["path"]}}})");
     }
-    return absl::StrCat(R"({"model":")", kModel,
+    return absl::StrCat(R"({"model":")", kToolsModel,
                         R"(","max_tokens":16,"messages":[{"role":"user","content":")", kPrompt,
                         R"("}],"tools":[)", tools, "]}");
   }();
@@ -308,6 +331,25 @@ class BareGrpcGateway final : public v1::Gateway::Service {
     return grpc::Status::OK;
   }
 };
+
+// `n` rounds of one call of each of `calls` in turn, the first of a round rotating: the
+// latency of each call, in microseconds, per caller; empty when one fails.
+std::vector<std::vector<double>> Interleaved(int n, const std::vector<const char*>& what,
+                                             const std::vector<std::function<bool()>>& calls) {
+  std::vector<std::vector<double>> us(calls.size());
+  for (int i = 0; i < n; ++i) {
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const size_t c = (i + k) % calls.size();
+      auto start = Clock::now();
+      if (!calls[c]()) {
+        std::fprintf(stderr, "router_bench: %s request %d failed\n", what[c], i);
+        return {};
+      }
+      us[c].push_back(Micros(Clock::now() - start));
+    }
+  }
+  return us;
+}
 
 // `call` `n` times in a row: the latency of each, in microseconds; empty when one fails.
 std::vector<double> Sequential(int n, const char* what, const std::function<bool()>& call) {
@@ -499,9 +541,9 @@ int Main(int argc, char** argv) {
   const std::vector<int> levels = FlagList(argc, argv, "--concurrency", {8, 16, 32});
   const int concurrency = levels[0];
   const int most = *std::max_element(levels.begin(), levels.end());
-  std::printf("router_bench: %d sequential requests each way, then %s requests in flight for "
-              "%d s each way; load average %.2f\n", requests, absl::StrJoin(levels, ",").c_str(),
-              seconds, LoadAverage());
+  std::printf("router_bench: %d sequential requests each way (direct, routed and tools "
+              "interleaved), then %s requests in flight for %d s each way; load average %.2f\n",
+              requests, absl::StrJoin(levels, ",").c_str(), seconds, LoadAverage());
 
   // Direct.
   DirectClient direct;
@@ -509,17 +551,6 @@ int Main(int argc, char** argv) {
   if (!direct.Connect()) {
     std::fprintf(stderr, "router_bench: the worker never sent READY\n");
     return 1;
-  }
-  std::vector<double> direct_us;
-  for (int i = 0; i < requests; ++i) {
-    std::string id = absl::StrCat("req_direct_", i);
-    auto start = Clock::now();
-    direct.Send(id);
-    if (direct.NextFinal() != id) {
-      std::fprintf(stderr, "router_bench: direct request %d got no FINAL\n", i);
-      return 1;
-    }
-    direct_us.push_back(Micros(Clock::now() - start));
   }
   std::vector<int64_t> direct_done;
   for (int level : levels) direct_done.push_back(DirectLoad(&direct, level, seconds));
@@ -532,8 +563,9 @@ int Main(int argc, char** argv) {
     return 1;
   }
   FakeWorkerForTest routed_worker(WorkerOptions(router->broker()->endpoint(), most));
-  if (!routed_worker.WaitFor([&] { return router->broker()->stats().live_workers == 1; }, 5000)) {
-    std::fprintf(stderr, "router_bench: the worker never became LIVE\n");
+  FakeWorkerForTest tools_worker(ToolsWorkerOptions(router->broker()->endpoint()));
+  if (!routed_worker.WaitFor([&] { return router->broker()->stats().live_workers == 2; }, 5000)) {
+    std::fprintf(stderr, "router_bench: the workers never became LIVE\n");
     return 1;
   }
   // A fresh keep-alive HTTP client per caller.
@@ -542,22 +574,23 @@ int Main(int argc, char** argv) {
         http::TestHttpClient::Connect(router->port()));
     return [client] { return client->ok() && Post(&**client); };
   };
-  std::vector<double> routed_us = Sequential(requests, "routed", http_caller());
-  if (routed_us.empty()) return 1;
-  // With tools: 12 offered (6 stripped), and the answer is a tool call the policy decides
-  // (granted, its path argument matched against its glob) before it goes out.
-  routed_worker.SetScript({FakeStep::Text("Hi"),
-                           FakeStep::ToolCall("read_file", R"({"path":"/workspace/src/main.cc"})"),
-                           FakeStep::Finish(v1::FINISH_TOOL_CALLS)});
-  std::vector<double> tools_us;
-  {
-    auto client = std::make_shared<absl::StatusOr<http::TestHttpClient>>(
-        http::TestHttpClient::Connect(router->port()));
-    tools_us = Sequential(requests, "routed with tools",
-                          [client] { return client->ok() && Post(&**client, ToolsBody()); });
-  }
-  if (tools_us.empty()) return 1;
-  routed_worker.SetScript(WorkerOptions("", most).script);
+  // Latency: direct, routed and tools requests interleaved.
+  int direct_sent = 0;
+  auto direct_call = [&direct, &direct_sent] {
+    std::string id = absl::StrCat("req_direct_", direct_sent++);
+    direct.Send(id);
+    return direct.NextFinal() == id;
+  };
+  auto tools_client = std::make_shared<absl::StatusOr<http::TestHttpClient>>(
+      http::TestHttpClient::Connect(router->port()));
+  auto tools_call = [tools_client] { return tools_client->ok() && Post(&**tools_client, ToolsBody()); };
+  const std::vector<std::vector<double>> latency =
+      Interleaved(requests, {"direct", "routed", "routed with tools"},
+                  {direct_call, http_caller(), tools_call});
+  if (latency.empty()) return 1;
+  const std::vector<double>& direct_us = latency[0];
+  const std::vector<double>& routed_us = latency[1];
+  const std::vector<double>& tools_us = latency[2];
   std::vector<Counts> routed_at;
   for (int level : levels) routed_at.push_back(HttpLoad(router->port(), level, seconds));
   const Counts& routed = routed_at[0];

@@ -776,8 +776,10 @@ void Broker::Impl::Dispatch() {
         Pending pending = std::move(queue.front());
         queue.pop_front();
         const std::string id = pending.request.request_id();
-        v1::Request message;
-        *message.mutable_request() = pending.request;
+        // Built in its variant: one copy of the request (the pending one stays for a
+        // re-queue), not a second one into a WorkerMessage.
+        wire::WorkerMessage message{std::in_place_type<v1::Request>};
+        *std::get<v1::Request>(message).mutable_request() = pending.request;
         InFlight flight;
         flight.pending = std::move(pending);
         best->in_flight.emplace(id, std::move(flight));

@@ -1,6 +1,7 @@
 #include "router/openai/chat_request.h"
 
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "router/openai/request_fields.h"
+#include "tokenizer-svc/tokenizer/lru_cache.h"
 
 namespace gantry::openai {
 namespace {
@@ -47,6 +49,41 @@ absl::Status ParseToolCalls(const Value& calls, const std::string& path, v1::Cha
                                               ref->mutable_arguments_json()));
   }
   return absl::OkStatus();
+}
+
+// The tool lists of recent bodies, parsed, by the exact text of their "tools" value: an
+// agent sends the same tools on every turn, and parsing them (the JSON, then each
+// schema re-serialized) was most of parsing its body. Exact: a body whose "tools" text
+// is one of these gets the definitions that parsing that text gave, and the text is not
+// parsed again (json::ParseOptions::known_member_value); only lists that parsed
+// without error are kept.
+using ToolList = google::protobuf::RepeatedPtrField<v1::ToolDefinition>;
+constexpr size_t kKnownToolListEntries = 256;
+constexpr size_t kKnownToolListBytes = 16u << 20;
+
+tokenizer::LruCache<ToolList>& KnownToolLists() {
+  static auto* cache = new tokenizer::LruCache<ToolList>(kKnownToolListEntries, kKnownToolListBytes);
+  return *cache;
+}
+
+// What the parse saw of the body's top-level "tools".
+struct ToolsSeen {
+  int count = 0;                         // occurrences of the key
+  std::shared_ptr<const ToolList> known;  // the first one's definitions, when kept
+  absl::string_view text;                 // the first one's text, when not kept (a view of the body)
+};
+
+// Keeps `tools` (what ParseFunctionTools made of `value`) under `text` once `text`
+// alone parses to `value`: the scan that found `text` matched only brackets, and the
+// kept entry must be what parsing exactly those bytes gives.
+void KeepToolList(absl::string_view text, const Value& value, const ToolList& tools) {
+  json::ParseOptions options;
+  options.max_depth = json::ParseOptions().max_depth - 1;  // it sat one level down
+  auto alone = json::Parse(text, options);
+  if (!alone.ok() || *alone != value) return;
+  size_t bytes = 0;
+  for (const v1::ToolDefinition& tool : tools) bytes += tool.SpaceUsedLong();
+  KnownToolLists().Insert(std::string(text), std::make_shared<const ToolList>(tools), bytes);
 }
 
 absl::Status ParseMessages(const Value& messages, v1::InferenceRequest* out) {
@@ -109,7 +146,18 @@ absl::Status ParseMessages(const Value& messages, v1::InferenceRequest* out) {
 }  // namespace
 
 absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body) {
-  auto parsed = ParseBodyObject(body);
+  ToolsSeen seen;
+  json::ParseOptions options;
+  options.known_member_value = [&seen](absl::string_view key, absl::string_view rest) -> size_t {
+    if (key != "tools" || ++seen.count > 1) return 0;
+    const size_t n = json::ScanContainerLength(rest);
+    if (n == 0) return 0;
+    seen.known = KnownToolLists().Find(rest.substr(0, n));
+    if (seen.known != nullptr) return n;
+    seen.text = rest.substr(0, n);
+    return 0;
+  };
+  auto parsed = ParseBodyObject(body, options);
   if (!parsed.ok()) return parsed.status();
   const Value& root = *parsed;
   ChatCompletionRequest result;
@@ -121,8 +169,13 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   if (messages == nullptr) return Invalid("messages", "is required");
   GANTRY_RETURN_IF_ERROR(ParseMessages(*messages, &req));
 
-  if (const Value* tools = Field(root, "tools")) {
+  if (seen.count == 1 && seen.known != nullptr) {
+    *req.mutable_tools() = *seen.known;  // the body's "tools" as it parsed before
+  } else if (const Value* tools = Field(root, "tools")) {
+    // Parsed as sent (also when "tools" is repeated: the last one counts, as for every
+    // key, and nothing is kept).
     GANTRY_RETURN_IF_ERROR(ParseFunctionTools(*tools, /*nested=*/true, &req));
+    if (seen.count == 1 && !seen.text.empty()) KeepToolList(seen.text, *tools, req.tools());
   }
   if (const Value* choice = Field(root, "tool_choice")) {
     const Value* function = choice->is_object() ? Field(*choice, "function") : nullptr;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/error_codes.h"
 #include "common/json.h"
 #include "common/status.h"
@@ -14,6 +15,7 @@
 #include "router/http/test_http_client.h"
 #include "router/openai/chat_request.h"
 #include "router/openai/chat_response.h"
+#include "router/openai/request_fields.h"
 #include "router/openai/responses_request.h"
 #include "router/openai/responses_response.h"
 
@@ -80,6 +82,80 @@ TEST(ChatRequest, EveryCaptureParses) {
       ASSERT_TRUE(again.ok());
       EXPECT_EQ(*again, *parameters) << path << " tool " << req.tools(i).name();
     }
+  }
+}
+
+// The tools of a body are what parsing them gives, whether parsed now or found among
+// the tool lists parsed before (the same text in an earlier body): every capture and
+// variations of one, three times each, against ParseFunctionTools on a fresh parse.
+TEST(ChatRequest, KnownToolListsGiveTheParsedTools) {
+  auto reference = [](const std::string& text) {
+    v1::InferenceRequest ref;
+    auto root = json::Parse(text);
+    EXPECT_TRUE(root.ok());
+    if (const Value* tools = Field(*root, "tools")) {
+      EXPECT_TRUE(ParseFunctionTools(*tools, /*nested=*/true, &ref).ok());
+    }
+    return ref;
+  };
+  std::vector<std::string> bodies;
+  for (const auto& path : CaptureFiles()) bodies.push_back(json::DumpCompact(CaptureBody(path)));
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"read_file","description":"Reads.","parameters":)"
+      R"({"type":"object","properties":{"path":{"type":"string","maxLength":1e3}}}}},)"
+      R"({"type":"function","function":{"name":"glob","parameters":{"type":"object"}}}])";
+  auto with = [](const std::string& tools_text) {
+    return absl::StrCat(R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":)",
+                        tools_text, "}");
+  };
+  bodies.push_back(with(tools));
+  bodies.push_back(with(absl::StrReplaceAll(tools, {{"Reads.", "Reads!"}})));  // one byte off
+  bodies.push_back(with(absl::StrReplaceAll(tools, {{"1e3", "1000.0"}})));    // same value, other text
+  bodies.push_back(with(" " + tools + " "));                                  // blanks around
+  for (int round = 0; round < 3; ++round) {
+    for (const std::string& body : bodies) {
+      auto parsed = ParseChatCompletionRequest(body);
+      ASSERT_TRUE(parsed.ok()) << parsed.status() << ": " << body.substr(0, 200);
+      v1::InferenceRequest ref = reference(body);
+      ASSERT_EQ(parsed->request.tools_size(), ref.tools_size());
+      for (int i = 0; i < ref.tools_size(); ++i) {
+        EXPECT_EQ(parsed->request.tools(i).SerializeAsString(), ref.tools(i).SerializeAsString())
+            << "round " << round << " tool " << i;
+      }
+    }
+  }
+  // "tools" twice: the last one counts, whichever of them was seen before.
+  const std::string other =
+      R"([{"type":"function","function":{"name":"edit","parameters":{"type":"object"}}}])";
+  for (const std::string& body :
+       {absl::StrCat(R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":)", tools,
+                     R"(,"tools":)", other, "}"),
+        absl::StrCat(R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":)", other,
+                     R"(,"tools":)", tools, "}")}) {
+    for (int round = 0; round < 2; ++round) {
+      auto parsed = ParseChatCompletionRequest(body);
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      v1::InferenceRequest ref = reference(body);
+      ASSERT_EQ(parsed->request.tools_size(), ref.tools_size());
+      EXPECT_EQ(parsed->request.tools(0).name(), ref.tools(0).name());
+    }
+  }
+  // Tools that fail are refused every time (never kept); so is a body that holds known
+  // tools but is broken after them, as it is without them.
+  const std::string twice =
+      R"([{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}])";
+  for (int round = 0; round < 2; ++round) {
+    auto refused = ParseChatCompletionRequest(with(twice));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "duplicate tool 'a'")) << refused.status();
+    const std::string broken = with(tools) + "x";
+    auto bad = ParseChatCompletionRequest(broken);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status(), json::Parse(broken).status());
+    auto bad_messages = ParseChatCompletionRequest(
+        absl::StrCat(R"({"model":"m","messages":[{"role":"robot","content":"hi"}],"tools":)", tools, "}"));
+    ASSERT_FALSE(bad_messages.ok());
+    EXPECT_TRUE(absl::StrContains(bad_messages.status().message(), "messages[0].role")) << bad_messages.status();
   }
 }
 

@@ -38,8 +38,8 @@ bool IsValidToolName(absl::string_view name) {
   return true;
 }
 
-absl::StatusOr<Value> ParseBodyObject(absl::string_view body) {
-  auto parsed = json::Parse(body);
+absl::StatusOr<Value> ParseBodyObject(absl::string_view body, const json::ParseOptions& options) {
+  auto parsed = json::Parse(body, options);
   if (!parsed.ok()) return parsed.status();
   if (!parsed->is_object()) return ReasonError("invalid_json", "the body must be a JSON object");
   return std::move(*parsed);

@@ -27,7 +27,8 @@
 namespace gantry::openai {
 
 // The body as a JSON object. Errors: invalid_json (not JSON, or not an object).
-absl::StatusOr<json::Value> ParseBodyObject(absl::string_view body);
+absl::StatusOr<json::Value> ParseBodyObject(absl::string_view body,
+                                            const json::ParseOptions& options = {});
 // The required, non-empty string `model` of the body into out->model.
 absl::Status ParseModel(const json::Value& root, v1::InferenceRequest* out);
 

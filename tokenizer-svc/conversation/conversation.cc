@@ -52,25 +52,30 @@ Value MessageJson(const v1::ChatMessage& m) {
 
 }  // namespace
 
-json::Value TemplateConversation(const v1::InferenceRequest& request) {
+json::Value TemplateTools(const google::protobuf::RepeatedPtrField<v1::ToolDefinition>& tools) {
+  // Reads name, description and parameters_json only: prompt.h's ToolsCache keys by them.
+  Value out = Value::EmptyArray();
+  for (const auto& tool : tools) {
+    Value function = Value::EmptyObject();
+    function.Set("name", Value::String(tool.name()));
+    if (!tool.description().empty()) function.Set("description", Value::String(tool.description()));
+    if (!tool.parameters_json().empty()) function.Set("parameters", ParsedOrString(tool.parameters_json()));
+    Value t = Value::EmptyObject();
+    t.Set("type", Value::String("function"));
+    t.Set("function", std::move(function));
+    out.Append(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+
+Value Conversation(const v1::InferenceRequest& request, bool with_tools) {
   Value conversation = Value::EmptyObject();
   Value messages = Value::EmptyArray();
   for (const auto& m : request.messages()) messages.Append(MessageJson(m));
   conversation.Set("messages", std::move(messages));
-  if (request.tools_size() > 0) {
-    Value tools = Value::EmptyArray();
-    for (const auto& tool : request.tools()) {
-      Value function = Value::EmptyObject();
-      function.Set("name", Value::String(tool.name()));
-      if (!tool.description().empty()) function.Set("description", Value::String(tool.description()));
-      if (!tool.parameters_json().empty()) function.Set("parameters", ParsedOrString(tool.parameters_json()));
-      Value t = Value::EmptyObject();
-      t.Set("type", Value::String("function"));
-      t.Set("function", std::move(function));
-      tools.Append(std::move(t));
-    }
-    conversation.Set("tools", std::move(tools));
-  }
+  if (with_tools && request.tools_size() > 0) conversation.Set("tools", TemplateTools(request.tools()));
   conversation.Set("add_generation_prompt", Value::Bool(true));
   if (!request.reasoning_effort().empty()) {
     conversation.Set("reasoning_effort", Value::String(request.reasoning_effort()));
@@ -81,6 +86,16 @@ json::Value TemplateConversation(const v1::InferenceRequest& request) {
     if (value.ok()) conversation.Set(key, *value);
   }
   return conversation;
+}
+
+}  // namespace
+
+json::Value TemplateConversation(const v1::InferenceRequest& request) {
+  return Conversation(request, /*with_tools=*/true);
+}
+
+json::Value TemplateConversationWithoutTools(const v1::InferenceRequest& request) {
+  return Conversation(request, /*with_tools=*/false);
 }
 
 }  // namespace gantry::conversation

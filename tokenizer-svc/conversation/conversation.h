@@ -26,6 +26,15 @@ namespace gantry::conversation {
 
 json::Value TemplateConversation(const v1::InferenceRequest& request);
 
+// The template's `tools` list for `tools` (what TemplateConversation puts under "tools"
+// when there are any): a function of each definition's name, description and
+// parameters_json only (prompt.h's ToolsCache keys its entries by exactly these).
+json::Value TemplateTools(const google::protobuf::RepeatedPtrField<v1::ToolDefinition>& tools);
+
+// TemplateConversation without its "tools" member, for a caller that passes the
+// template its tools already converted (jinja::ChatTemplate::RenderWithTools).
+json::Value TemplateConversationWithoutTools(const v1::InferenceRequest& request);
+
 }  // namespace gantry::conversation
 
 #endif  // GANTRY_TOKENIZER_SVC_CONVERSATION_CONVERSATION_H_

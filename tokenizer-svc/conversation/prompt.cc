@@ -10,6 +10,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "tokenizer-svc/conversation/conversation.h"
+#include "tokenizer-svc/jinja/value.h"
 
 namespace gantry::conversation {
 namespace {
@@ -83,8 +84,32 @@ class Marker {
   bool conflict_ = false;
 };
 
-absl::StatusOr<std::string> Render(const jinja::ChatTemplate& chat_template, const Value& conversation) {
-  auto text = chat_template.Render(conversation);
+}  // namespace
+
+struct ToolsCache::Entry {
+  // FromJson(TemplateTools(tools)).
+  jinja::Value tools;
+  // json::Dump(*ToJson(x)) for x the list, each tool and each tool's function.
+  jinja::ToJsonMemo tojson;
+  // No string or key of the tools holds special-token text or a marker character: the
+  // marked conversation's tools are the tools themselves.
+  bool clean = false;
+};
+
+namespace {
+
+// `tools`: rendered (the request's tools, converted) in place of conversation["tools"];
+// null to render the conversation as it is.
+absl::StatusOr<std::string> Render(const jinja::ChatTemplate& chat_template, const Value& conversation,
+                                   const ToolsCache::Entry* tools) {
+  absl::StatusOr<std::string> text;
+  if (tools == nullptr) {
+    text = chat_template.Render(conversation);
+  } else {
+    jinja::RenderOptions options;
+    options.tojson_memo = &tools->tojson;
+    text = chat_template.RenderWithTools(conversation, tools->tools, options);
+  }
   if (!text.ok() && ReasonOf(text.status()).empty()) {
     return ReasonError("template_render_failed", text.status().message());
   }
@@ -122,12 +147,79 @@ bool Unmark(absl::string_view marked, const std::vector<std::string>& texts, std
 
 }  // namespace
 
+ToolsCache::ToolsCache(size_t max_entries, size_t max_bytes) : lru_(max_entries, max_bytes) {}
+ToolsCache::~ToolsCache() = default;
+
+std::shared_ptr<const ToolsCache::Entry> ToolsCache::Get(
+    const jinja::ChatTemplate& chat_template, const tokenizer::Tokenizer& tokenizer,
+    const google::protobuf::RepeatedPtrField<v1::ToolDefinition>& tools) {
+  // Every input of the entry: the pair's identities, then each field TemplateTools
+  // reads, length-prefixed so that no two tool lists share a key.
+  std::string key;
+  size_t size = 2 * sizeof(void*);
+  for (const v1::ToolDefinition& tool : tools) {
+    size += 3 * sizeof(uint64_t) + tool.name().size() + tool.description().size() +
+            tool.parameters_json().size();
+  }
+  key.reserve(size);
+  auto append_raw = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+  const void* pair[2] = {&chat_template, &tokenizer};
+  append_raw(pair, sizeof(pair));
+  for (const v1::ToolDefinition& tool : tools) {
+    for (const std::string* field : {&tool.name(), &tool.description(), &tool.parameters_json()}) {
+      const uint64_t n = field->size();
+      append_raw(&n, sizeof(n));
+      key.append(*field);
+    }
+  }
+  if (std::shared_ptr<const Entry> hit = lru_.Find(key)) return hit;
+
+  auto entry = std::make_shared<Entry>();
+  Value json_tools = TemplateTools(tools);
+  {
+    Marker marker(tokenizer);
+    Value marked = json_tools;
+    marker.Mark(&marked);
+    entry->clean = marker.occurrences() == 0 && !marker.conflict();
+  }
+  entry->tools = jinja::FromJson(json_tools);
+  size_t bytes = key.size();
+  auto memo = [&](const jinja::Value& v) {
+    auto j = jinja::ToJson(v);
+    if (!j.ok()) return;  // not reached: FromJson values always convert back
+    std::string text = json::Dump(*j);
+    bytes += 3 * text.size() + 64;  // the text, and about as much again for the value
+    entry->tojson.emplace(v.identity(), std::move(text));
+  };
+  memo(entry->tools);
+  for (const jinja::Value& tool : entry->tools.list()) {
+    memo(tool);
+    if (!tool.is_dict()) continue;
+    if (const jinja::Value* function = tool.dict().Find("function"); function && function->is_dict()) {
+      memo(*function);
+    }
+  }
+  std::shared_ptr<const Entry> out = entry;
+  lru_.Insert(std::move(key), out, bytes);
+  return out;
+}
+
 absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                                    const tokenizer::Tokenizer& tokenizer,
-                                   const v1::InferenceRequest& request) {
-  Value conversation = TemplateConversation(request);
+                                   const v1::InferenceRequest& request, ToolsCache* tools_cache) {
+  // With a cache, the tools are rendered from their kept conversion, unless they need
+  // markers (special-token text in them, and it is not allowed): then, as without one,
+  // from the conversation.
+  std::shared_ptr<const ToolsCache::Entry> tools;
+  if (tools_cache != nullptr && request.tools_size() > 0) {
+    tools = tools_cache->Get(chat_template, tokenizer, request.tools());
+    if (!tools->clean && !request.special_tokens_in_content()) tools = nullptr;
+  }
+  Value conversation =
+      tools != nullptr ? TemplateConversationWithoutTools(request) : TemplateConversation(request);
+  auto render = [&](const Value& c) { return Render(chat_template, c, tools.get()); };
   Prompt prompt;
-  auto text = Render(chat_template, conversation);
+  auto text = render(conversation);
   if (!text.ok()) return text.status();
   prompt.text = std::move(*text);
 
@@ -154,7 +246,7 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                            "the messages hold special-token text and the noncharacters "
                            "U+FDD0/U+FDD1; remove one or the other");
       }
-      auto marked = Render(chat_template, conversation);
+      auto marked = render(conversation);
       if (!marked.ok()) return marked.status();
       std::string restored;
       if (!Unmark(*marked, marker.texts(), &restored, &encode.literal_ranges) ||

@@ -20,17 +20,28 @@
 // marker beyond recognition fails closed (invalid_request), never falls back.
 // Requests without such text take one render and one encode, as before.
 //
-// Thread-safety: pure function of its arguments.
+// Tool definitions. An agent sends the same tools on every turn, and converting them
+// (parsing each schema, building the template's values, their `tojson` texts) was most
+// of a render. With a ToolsCache, BuildPrompt keeps that conversion from one request to
+// the next; the long text sections the tools render into are kept by the tokenizer's
+// own section cache (tokenizer.h). Both are exact: a prompt built with the cache is
+// byte- and id-identical to one built without (prompt_test checks, hits included).
+//
+// Thread-safety: BuildPrompt is a pure function of its arguments (a ToolsCache is
+// internally synchronized and changes no result).
 #ifndef GANTRY_TOKENIZER_SVC_CONVERSATION_PROMPT_H_
 #define GANTRY_TOKENIZER_SVC_CONVERSATION_PROMPT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "gantry/v1/inference.pb.h"
 #include "tokenizer-svc/jinja/chat_template.h"
+#include "tokenizer-svc/tokenizer/lru_cache.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 
 namespace gantry::conversation {
@@ -42,12 +53,46 @@ struct Prompt {
   int literal_special_spans = 0;
 };
 
+// The tool definitions of recent requests, converted for the template: a bounded LRU
+// (entries and bytes). An entry is keyed by the exact bytes of every field the
+// conversion reads (name, description, parameters_json of each tool, in order) and by
+// the template and tokenizer it was made with (their addresses: one cache may serve
+// several pairs, never mixing them), and holds what a fresh conversion computes: the
+// template's `tools` value, the `tojson` text of the list, of each tool and of each
+// tool's function (jinja::ToJsonMemo), and whether any of their strings holds
+// special-token text or a marker noncharacter. Such tools (where markers would be
+// needed) take the uncached path, as does everything when no cache is given.
+//
+// Thread-safety: internally synchronized.
+class ToolsCache {
+ public:
+  struct Entry;
+  static constexpr size_t kDefaultEntries = 256;
+  static constexpr size_t kDefaultBytes = 32u << 20;
+  explicit ToolsCache(size_t max_entries = kDefaultEntries, size_t max_bytes = kDefaultBytes);
+  ~ToolsCache();
+
+  // The entry for `tools` as `chat_template` and `tokenizer` see them (made and kept
+  // when absent).
+  std::shared_ptr<const Entry> Get(const jinja::ChatTemplate& chat_template,
+                                   const tokenizer::Tokenizer& tokenizer,
+                                   const google::protobuf::RepeatedPtrField<v1::ToolDefinition>& tools);
+
+  uint64_t hits() const { return lru_.stats().hits; }
+  uint64_t misses() const { return lru_.stats().misses; }
+  size_t size() const { return lru_.stats().entries; }
+
+ private:
+  tokenizer::LruCache<Entry> lru_;
+};
+
 // Errors: INVALID_ARGUMENT with reason template_render_failed (the template raised;
 // "line N: message"), invalid_request (text that is not valid UTF-8, or markers the
-// template mangled).
+// template mangled). `tools_cache` may be null (no caching).
 absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                                    const tokenizer::Tokenizer& tokenizer,
-                                   const v1::InferenceRequest& request);
+                                   const v1::InferenceRequest& request,
+                                   ToolsCache* tools_cache = nullptr);
 
 }  // namespace gantry::conversation
 

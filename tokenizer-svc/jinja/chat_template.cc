@@ -90,6 +90,18 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(absl::string_view source,
 
 absl::StatusOr<std::string> ChatTemplate::Render(const json::Value& conversation,
                                                  const RenderOptions& options) const {
+  return RenderImpl(conversation, nullptr, options);
+}
+
+absl::StatusOr<std::string> ChatTemplate::RenderWithTools(const json::Value& conversation,
+                                                          const Value& tools,
+                                                          const RenderOptions& options) const {
+  return RenderImpl(conversation, &tools, options);
+}
+
+absl::StatusOr<std::string> ChatTemplate::RenderImpl(const json::Value& conversation,
+                                                     const Value* tools,
+                                                     const RenderOptions& options) const {
   if (!conversation.is_object()) {
     return ReasonError("invalid_request", "the conversation must be a JSON object");
   }
@@ -121,7 +133,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(const json::Value& conversation
     return FromJson(v ? *v : dflt);
   };
   context.Set("messages", FromJson(*messages));
-  context.Set("tools", field("tools", json::Value()));
+  context.Set("tools", tools != nullptr ? *tools : field("tools", json::Value()));
   context.Set("documents", field("documents", json::Value()));
   context.Set("add_generation_prompt", field("add_generation_prompt", json::Value::Bool(false)));
   return template_->Render(context, options);

@@ -50,10 +50,22 @@ class ChatTemplate {
   absl::StatusOr<std::string> Render(const json::Value& conversation,
                                      const RenderOptions& options = {}) const;
 
+  // As Render(), with `tools` as the template's `tools` variable instead of
+  // FromJson(conversation["tools"]) (a "tools" member of `conversation` is ignored): the
+  // same text as Render() of the conversation holding those tools, for a caller that
+  // keeps its tool definitions converted from one render to the next (with their
+  // tojson texts in options.tojson_memo). `tools` holds no namespace (FromJson makes
+  // none), so one such value may serve renders on several threads at once.
+  absl::StatusOr<std::string> RenderWithTools(const json::Value& conversation, const Value& tools,
+                                              const RenderOptions& options = {}) const;
+
   const std::string& source() const { return source_; }
 
  private:
   ChatTemplate() = default;
+  // `tools`: null to convert conversation["tools"].
+  absl::StatusOr<std::string> RenderImpl(const json::Value& conversation, const Value* tools,
+                                         const RenderOptions& options) const;
 
   std::string source_;
   std::shared_ptr<const Template> template_;

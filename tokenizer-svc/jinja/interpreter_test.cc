@@ -208,6 +208,30 @@ TEST(InterpreterTest, StrftimeNowUsesTheInjectedClock) {
   EXPECT_EQ(*out, "1971");
 }
 
+// A tojson memo answers only `x | tojson` without arguments, and only for the value it
+// was made for (by identity: an equal value elsewhere is dumped as usual).
+TEST(InterpreterTest, ToJsonMemoAnswersOnlyItsValueWithoutArguments) {
+  auto tpl = Template::Parse("{{ x | tojson }}|{{ x | tojson(indent=1) }}|{{ y | tojson }}|{{ x.a | tojson }}");
+  ASSERT_TRUE(tpl.ok()) << tpl.status();
+  auto parsed = json::Parse(R"({"a": [1, 2]})");
+  ASSERT_TRUE(parsed.ok());
+  Value x = FromJson(*parsed);
+  Value y = FromJson(*parsed);
+  ToJsonMemo memo{{x.identity(), "MEMO"}};
+  RenderOptions options;
+  options.tojson_memo = &memo;
+  DictData context;
+  context.Set("x", x);
+  context.Set("y", y);
+  absl::StatusOr<std::string> out = (*tpl)->Render(context, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "MEMO|{\n \"a\": [\n  1,\n  2\n ]\n}|{\"a\": [1, 2]}|[1, 2]");
+  // Without the memo, the filter's own text.
+  out = (*tpl)->Render(context);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->substr(0, out->find('|')), "{\"a\": [1, 2]}");
+}
+
 TEST(InterpreterTest, LimitsStopRunawayTemplates) {
   struct {
     const char* tpl;

@@ -187,7 +187,7 @@ void BpeModel::Encode(absl::string_view piece, std::vector<int32_t>* ids) const 
   }
   CacheShard& shard = cache_[absl::Hash<absl::string_view>()(piece) % kCacheShards];
   {
-    absl::MutexLock lock(&shard.mu);
+    std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.map.find(piece);
     if (it != shard.map.end()) {
       ids->insert(ids->end(), it->second.begin(), it->second.end());
@@ -196,7 +196,7 @@ void BpeModel::Encode(absl::string_view piece, std::vector<int32_t>* ids) const 
   }
   size_t start = ids->size();
   EncodeUncached(piece, ids);
-  absl::MutexLock lock(&shard.mu);
+  std::lock_guard<std::mutex> lock(shard.mu);
   if (shard.map.size() >= kCacheEntriesPerShard) shard.map.clear();
   shard.map.emplace(std::string(piece), std::vector<int32_t>(ids->begin() + start, ids->end()));
 }

@@ -15,6 +15,7 @@
 #include "tokenizer-svc/tokenizer/added_tokens.h"
 #include "tokenizer-svc/tokenizer/decoder.h"
 #include "tokenizer-svc/tokenizer/json_fields.h"
+#include "tokenizer-svc/tokenizer/lru_cache.h"
 #include "tokenizer-svc/tokenizer/model_bpe.h"
 #include "tokenizer-svc/tokenizer/normalizer.h"
 #include "tokenizer-svc/tokenizer/post_processor.h"
@@ -44,8 +45,24 @@ absl::optional<std::string> ConfigTokenContent(const json::Value& config, absl::
 
 }  // namespace
 
-Tokenizer::Tokenizer() = default;
+Tokenizer::Tokenizer() {
+  for (auto& cache : section_cache_) {
+    cache = std::make_unique<LruCache<std::vector<int32_t>>>(kSectionCacheEntries / 4,
+                                                             kSectionCacheBytes / 4);
+  }
+}
 Tokenizer::~Tokenizer() = default;
+
+uint64_t Tokenizer::section_cache_hits() const {
+  uint64_t n = 0;
+  for (const auto& cache : section_cache_) n += cache->stats().hits;
+  return n;
+}
+uint64_t Tokenizer::section_cache_misses() const {
+  uint64_t n = 0;
+  for (const auto& cache : section_cache_) n += cache->stats().misses;
+  return n;
+}
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
   struct stat st;
@@ -140,6 +157,28 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
   return t;
 }
 
+absl::Status Tokenizer::EncodeSectionCached(absl::string_view raw, bool first_section,
+                                            bool split_special, bool use_cache,
+                                            std::vector<int32_t>* ids) const {
+  if (!use_cache || raw.size() < kMinCachedSectionBytes) {
+    return EncodeSection(raw, first_section, split_special, ids);
+  }
+  // The key: every input of EncodeSection (the tokenizer is this one): the flags pick
+  // the cache, the bytes are the key.
+  LruCache<std::vector<int32_t>>& cache =
+      *section_cache_[(first_section ? 1 : 0) | (split_special ? 2 : 0)];
+  if (std::shared_ptr<const std::vector<int32_t>> hit = cache.Find(raw)) {
+    ids->insert(ids->end(), hit->begin(), hit->end());
+    return absl::OkStatus();
+  }
+  const size_t start = ids->size();
+  GANTRY_RETURN_IF_ERROR(EncodeSection(raw, first_section, split_special, ids));
+  auto value = std::make_shared<const std::vector<int32_t>>(ids->begin() + start, ids->end());
+  const size_t value_bytes = value->size() * sizeof(int32_t) + 64;  // + the entry's own
+  cache.Insert(std::string(raw), std::move(value), value_bytes);
+  return absl::OkStatus();
+}
+
 absl::Status Tokenizer::EncodeSection(absl::string_view raw, bool first_section, bool split_special,
                                       std::vector<int32_t>* ids) const {
   std::string normalized(raw);
@@ -184,8 +223,9 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
     // every special token in it as text (normalized special tokens are rare).
     bool split = options.split_special ||
                  (literal != nullptr && AddedVocabulary::Overlaps(*literal, segment.begin, segment.end));
-    GANTRY_RETURN_IF_ERROR(EncodeSection(text.substr(segment.begin, segment.end - segment.begin),
-                                         i == 0, split, &ids));
+    GANTRY_RETURN_IF_ERROR(EncodeSectionCached(
+        text.substr(segment.begin, segment.end - segment.begin), i == 0, split,
+        options.use_section_cache, &ids));
   }
   if (options.add_special && post_processor_ != nullptr) post_processor_->AddSpecialTokens(&ids);
   return ids;

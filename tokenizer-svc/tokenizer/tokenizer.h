@@ -37,7 +37,14 @@
 // here but tokens in HF. Other tokenizer.ggml.model values and pre-tokenizers are
 // UNIMPLEMENTED.
 //
-// Thread-safety: a loaded Tokenizer is immutable (its per-word cache is internally
+// Caches (both exact: a hit returns the ids a recomputation gives): the BPE model keeps
+// the ids of short pieces, and Encode() keeps the ids of each text section (the text
+// between two added tokens) of at least kMinCachedSectionBytes, keyed by its exact bytes
+// and the flags its encoding depends on, in a bounded LRU (kSectionCacheBytes). A chat
+// prompt's long sections that repeat from request to request (a system prompt, the
+// tool definitions an agent sends on every turn) cost a lookup instead of an encode.
+//
+// Thread-safety: a loaded Tokenizer is immutable (its caches are internally
 // synchronized); Encode/Decode may run from many threads. A StreamDecoder is not
 // thread-safe (one per generation stream).
 #ifndef GANTRY_TOKENIZER_SVC_TOKENIZER_TOKENIZER_H_
@@ -61,6 +68,8 @@ namespace gantry::tokenizer {
 
 class AddedVocabulary;
 class BpeModel;
+template <typename V>
+class LruCache;
 class Decoder;
 class Normalizer;
 class PostProcessor;
@@ -78,6 +87,9 @@ struct EncodeOptions {
   // a rendered prompt that came from the client (tokenizer-svc/conversation/prompt.h).
   // Sorted, non-overlapping.
   std::vector<std::pair<size_t, size_t>> literal_ranges;
+  // Look sections up in (and add them to) the section cache (see Tokenizer). False
+  // encodes every section afresh: the reference the cache's tests compare against.
+  bool use_section_cache = true;
 };
 
 class Tokenizer {
@@ -129,12 +141,25 @@ class Tokenizer {
   // Whether some special token is matched after normalization (normalized: true), where
   // FindSpecialText's byte ranges of the raw text cannot follow it.
   bool HasNormalizedSpecialTokens() const;
+  // The section cache (above): sections shorter than this are not kept; the budget of
+  // keys plus ids, in bytes, and of entries (each of the four flag combinations has a
+  // quarter).
+  static constexpr size_t kMinCachedSectionBytes = 128;
+  static constexpr size_t kSectionCacheBytes = 16u << 20;
+  static constexpr size_t kSectionCacheEntries = 4096;
+  // Its lookups that found / did not find their section (for tests and benchmarks).
+  uint64_t section_cache_hits() const;
+  uint64_t section_cache_misses() const;
+
   // From tokenizer_config.json's bos_token / eos_token when present and known.
   absl::optional<int32_t> bos_id() const { return bos_id_; }
   absl::optional<int32_t> eos_id() const { return eos_id_; }
 
  private:
   Tokenizer();
+  // A text section through the section cache (EncodeSection when short or not cached).
+  absl::Status EncodeSectionCached(absl::string_view raw, bool first_section, bool split_special,
+                                   bool use_cache, std::vector<int32_t>* ids) const;
   absl::Status EncodeSection(absl::string_view raw, bool first_section, bool split_special,
                              std::vector<int32_t>* ids) const;
 
@@ -147,6 +172,9 @@ class Tokenizer {
   int32_t vocab_size_ = 0;
   absl::optional<int32_t> bos_id_;
   absl::optional<int32_t> eos_id_;
+  // The section cache, one LRU per combination of the flags a section's encoding
+  // depends on (first_section, split_special): keyed by the section's bytes alone.
+  std::unique_ptr<LruCache<std::vector<int32_t>>> section_cache_[4];
 };
 
 // Incremental decoding for generation: push ids one at a time and get the text they

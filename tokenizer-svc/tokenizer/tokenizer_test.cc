@@ -2,6 +2,7 @@
 // as text, errors for bad input, GGUF rejection, the streaming decoder.
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -167,6 +168,63 @@ TEST(Load, RejectsBadGgufAndMissingFiles) {
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("GGUF"));
   EXPECT_EQ(Tokenizer::Load(dir).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(Tokenizer::Load(dir + "/nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+
+// The section cache is exact: every encode, first (a miss) or repeated (a hit), equals
+// an encode that bypasses the cache; sections that differ in one byte, in where the
+// text starts, or in whether special tokens count never share an entry.
+TEST(SectionCache, HitsEqualFreshEncodes) {
+  auto t = ByteLevel();
+  ASSERT_NE(t, nullptr);
+  const std::string body = "the thin tin in the inn, 's 'll 123 \u00e9 ";
+  std::string long_text;
+  while (long_text.size() < Tokenizer::kMinCachedSectionBytes + 40) long_text += body;
+  const std::vector<std::string> texts = {
+      long_text,
+      long_text + "x",                                          // one byte more
+      "x" + long_text,                                          // one byte before
+      long_text + "<|im_start|>" + long_text,                   // two long sections
+      long_text + "<tool_call>" + long_text + "<|im_start|>",   // a non-special token too
+      "<|im_start|>" + long_text,                               // not the first section
+      std::string(Tokenizer::kMinCachedSectionBytes - 1, 'a'),  // too short to keep
+      std::string(Tokenizer::kMinCachedSectionBytes, 'a'),
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& text : texts) {
+      for (bool split : {false, true}) {
+        EncodeOptions fresh;
+        fresh.split_special = split;
+        fresh.use_section_cache = false;
+        auto want = t->Encode(text, fresh);
+        ASSERT_TRUE(want.ok()) << want.status();
+        EncodeOptions cached;
+        cached.split_special = split;
+        auto got = t->Encode(text, cached);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(*got, *want) << "round " << round << " split " << split << ": " << text;
+      }
+    }
+  }
+  // The second round found every long section the first one kept.
+  EXPECT_GT(t->section_cache_hits(), 0u);
+  // Special-token text as text (a literal range over it) against the same bytes with
+  // the token recognised: different ids, each equal to its fresh encode.
+  const std::string text = long_text + "<|im_start|>" + long_text;
+  EncodeOptions literal;
+  literal.literal_ranges = {{long_text.size(), long_text.size() + 12}};
+  for (int round = 0; round < 2; ++round) {
+    EncodeOptions fresh = literal;
+    fresh.use_section_cache = false;
+    auto want = t->Encode(text, fresh);
+    auto got = t->Encode(text, literal);
+    auto as_token = t->Encode(text);
+    ASSERT_TRUE(want.ok() && got.ok() && as_token.ok());
+    EXPECT_EQ(*got, *want);
+    EXPECT_NE(*got, *as_token);
+    EXPECT_EQ(std::count(as_token->begin(), as_token->end(), kImStart), 1);
+    EXPECT_EQ(std::count(got->begin(), got->end(), kImStart), 0);
+  }
 }
 
 }  // namespace

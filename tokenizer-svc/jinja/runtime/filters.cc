@@ -208,6 +208,14 @@ absl::StatusOr<Value> MapSelect(Env& env, const std::string& name, const Value& 
 }
 
 absl::StatusOr<Value> ToJsonFilter(Env& env, const Value& value, const CallArgs& args) {
+  if (const ToJsonMemo* memo = env.options().tojson_memo;
+      memo != nullptr && args.pos.empty() && args.kw.empty() && value.identity() != nullptr &&
+      (value.is_dict() || value.kind() == Value::Kind::kList)) {
+    if (auto it = memo->find(value.identity()); it != memo->end()) {
+      GANTRY_RETURN_IF_ERROR(env.CheckString(it->second.size()));
+      return Value::String(it->second);
+    }
+  }
   Args a;
   GANTRY_RETURN_IF_ERROR(BindArgs(args, "tojson", {"ensure_ascii", "indent", "separators", "sort_keys"}, &a));
   json::DumpOptions options;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tokenizer-svc/jinja/ast.h"
@@ -29,6 +30,14 @@
 #include "tokenizer-svc/jinja/value.h"
 
 namespace gantry::jinja {
+
+// Results of `x | tojson` (no arguments) computed ahead, by the identity() of the
+// container x: each text must be json::Dump(*ToJson(x)), what the filter computes, so a
+// memo saves the work and never changes the output (the render is charged the same
+// bytes). The caller keeps every such x alive for the render (identities are the
+// addresses of their storage). Used for the tool definitions a caller keeps converted
+// from one render to the next (tokenizer-svc/conversation/prompt.h).
+using ToJsonMemo = absl::flat_hash_map<const void*, std::string>;
 
 struct RenderOptions {
   int64_t max_steps = 20'000'000;
@@ -43,6 +52,8 @@ struct RenderOptions {
   // strftime_now() reads this instead of the clock when >= 0 (seconds since the epoch,
   // formatted in local time); for tests.
   int64_t now_for_test = -1;
+  // Not owned; may be null. See ToJsonMemo.
+  const ToJsonMemo* tojson_memo = nullptr;
 };
 
 class Template {
