@@ -156,7 +156,7 @@ absl::StatusOr<TaskOutcome> AgentLoop::Run() {
     perm.Set("fs.write", write);
     if (manifest_.permissions.has_exec) {
       Value ids = Value::EmptyArray();
-      for (const auto& r : manifest_.permissions.exec.rules.executables) ids.Append(Str(r.id));
+      for (const auto& r : manifest_.permissions.exec.rules) ids.Append(Str(r.executable));
       perm.Set("process.exec.rules", ids);
     }
     perm.Set("network", Str("deny"));

@@ -84,7 +84,6 @@ TaskManifest Manifest() {
   m.tools = {"read_file", "exec"};
   m.permissions.fs_read = {"README.md", "src/**"};
   m.permissions.has_exec = true;
-  m.permissions.exec.rules.name = "task";
   m.budget.max_model_tokens = 1000;
   m.budget.max_tool_calls = 10;
   m.budget.max_turns = 10;

@@ -33,7 +33,7 @@ goal: x
 workspace: .
 model: {name: gantry-demo}
 tools: [exec]
-permissions: {process: {exec: {rule_set: admin, executables: [{id: cat, path: /usr/bin/cat}]}}}
+permissions: {process: {exec: {rule_set: admin, executables: [{executable: /usr/bin/cat}]}}}
 budget: {max_model_tokens: 10, max_tool_calls: 1, max_turns: 1, max_wall_seconds: 10}
 YAML
 out=$("$g" task run "$tmp/bad/rules.yaml" --key k 2>&1); rc=$?
@@ -136,7 +136,7 @@ permissions:
   process:
     exec:
       executables:
-        - {id: cat, path: /usr/bin/cat, arg_patterns: ["src/*"]}
+        - {executable: /usr/bin/cat, operands: {globs: ["/workspace/src/**"]}}
   network: deny
 budget: $4
 acceptance: $5

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
-#include "sandbox-svc/executable_resolver.h"
+#include "policy/command_policy.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -229,36 +229,45 @@ absl::StatusOr<ModelSpec> ParseModel(const Reader& r, const At& at) {
   return m;
 }
 
-absl::StatusOr<sandbox::ExecutableRule> ParseExecutable(const Reader& r, const At& at) {
-  GANTRY_ASSIGN_OR_RETURN(auto fields, r.Map(at, {"id", "path", "subcommands", "denied_flags",
-                                                  "arg_patterns", "allowed_flags", "max_args"}));
-  sandbox::ExecutableRule rule;
-  for (const auto& [key, v] : fields) {
-    if (key == "id") {
-      GANTRY_ASSIGN_OR_RETURN(rule.id, r.String(v, 128));
-    } else if (key == "path") {
-      GANTRY_ASSIGN_OR_RETURN(rule.path, r.String(v));
-      if (rule.path[0] != '/') return r.Fail(v, "expected an absolute path");
-    } else if (key == "subcommands") {
-      GANTRY_ASSIGN_OR_RETURN(rule.subcommands, r.StringList(v));
-    } else if (key == "denied_flags") {
-      GANTRY_ASSIGN_OR_RETURN(rule.denied_flags, r.StringList(v));
-    } else if (key == "arg_patterns") {
-      GANTRY_ASSIGN_OR_RETURN(rule.arg_patterns, r.StringList(v));
-    } else if (key == "allowed_flags") {
-      GANTRY_ASSIGN_OR_RETURN(rule.allowed_flags, r.StringList(v));
-    } else if (key == "max_args") {
-      GANTRY_ASSIGN_OR_RETURN(int64_t n, r.Int(v, 0, 4096));
-      rule.max_args = static_cast<int>(n);
+// One of `executables`: a command rule in the policy's form (docs/policy.md,
+// grants[i].commands). What the keys may hold (a clean absolute path, globs, flags) is
+// checked by the policy loader when the rules are compiled (ParsePermissions).
+absl::StatusOr<policy::CommandRule> ParseExecutable(const Reader& r, const At& at) {
+  if (at.node.IsMap()) {
+    for (const char* old : {"id", "path", "denied_flags", "arg_patterns"}) {
+      if (!at.node[old]) continue;
+      return r.Fail(At{at.node[old], absl::StrCat(at.path, ".", old)},
+                    "no longer accepted: an executable is a command rule of the access policy "
+                    "(executable, subcommands, allowed_flags, forbidden_flags, operands: "
+                    "{globs}, max_args; docs/tasks.md)");
     }
   }
-  if (rule.id.empty()) return r.Fail(at, "missing required key 'id'");
-  if (rule.path.empty()) return r.Fail(at, "missing required key 'path'");
-  // As the sandbox does when it loads a rule set: the path as the sandbox sees it, with
-  // links followed; a path that does not resolve stays as written and matches nothing.
-  sandbox::SandboxViewResolver view("");
-  auto real = view.RealPath(rule.path);
-  if (real.ok()) rule.path = *real;
+  GANTRY_ASSIGN_OR_RETURN(auto fields, r.Map(at, {"executable", "subcommands", "allowed_flags",
+                                                  "forbidden_flags", "operands", "max_args"}));
+  policy::CommandRule rule;
+  for (const auto& [key, v] : fields) {
+    if (key == "executable") {
+      GANTRY_ASSIGN_OR_RETURN(rule.executable, r.String(v));
+    } else if (key == "subcommands") {
+      GANTRY_ASSIGN_OR_RETURN(rule.subcommands, r.StringList(v));
+      // An empty list would read as "no restriction" once compiled; the policy refuses it.
+      if (rule.subcommands.empty()) return r.Fail(v, "expected at least one subcommand");
+    } else if (key == "allowed_flags") {
+      GANTRY_ASSIGN_OR_RETURN(rule.allowed_flags, r.StringList(v));
+      rule.has_allowed_flags = true;
+    } else if (key == "forbidden_flags") {
+      GANTRY_ASSIGN_OR_RETURN(rule.forbidden_flags, r.StringList(v));
+    } else if (key == "operands") {
+      GANTRY_ASSIGN_OR_RETURN(auto operands, r.Map(v, {"globs"}));
+      for (const auto& [k2, globs] : operands) {
+        GANTRY_ASSIGN_OR_RETURN(rule.operand_globs, r.StringList(globs));
+      }
+      if (rule.operand_globs.empty()) return r.Fail(v, "expected globs: a non-empty list");
+    } else if (key == "max_args") {
+      GANTRY_ASSIGN_OR_RETURN(rule.max_args, r.Int(v, 0, 4096));
+    }
+  }
+  if (rule.executable.empty()) return r.Fail(at, "missing required key 'executable'");
   return rule;
 }
 
@@ -288,19 +297,21 @@ absl::StatusOr<Permissions> ParsePermissions(const Reader& r, const At& at) {
                               "\"Service\"); remove this key");
           } else {
             GANTRY_ASSIGN_OR_RETURN(auto items, r.Seq(v3));
-            std::set<std::string> ids;
             for (const At& item : items) {
               GANTRY_ASSIGN_OR_RETURN(auto rule, ParseExecutable(r, item));
-              if (!ids.insert(rule.id).second) {
-                return r.Fail(item, absl::StrCat("duplicate executable id '", rule.id, "'"));
-              }
-              p.exec.rules.executables.push_back(std::move(rule));
+              p.exec.rules.push_back(std::move(rule));
             }
+            // The same loader as a policy file's: a path, glob or flag it refuses is an
+            // error of the manifest, its message naming grants[0].commands[i] for
+            // executables[i].
+            auto compiled = policy::LoadCommandPolicy(kTaskPrincipal, p.exec.rules,
+                                                      "executables");
+            if (!compiled.ok()) return r.Fail(v3, std::string(compiled.status().message()));
+            p.exec.policy = *compiled;
             has_executables = true;
           }
         }
         if (!has_executables) return r.Fail(exec, "missing required key 'executables'");
-        p.exec.rules.name = "task";
         p.has_exec = true;
       }
     } else if (key == "network") {

@@ -13,12 +13,13 @@
 #define GANTRY_HARNESS_SVC_MANIFEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "sandbox-svc/command_rules.h"
+#include "policy/policy_types.h"
 
 namespace gantry::harness {
 
@@ -34,12 +35,20 @@ struct ModelSpec {
   double temperature = 0;
 };
 
+// The principal of a task's own command policy (ExecPermission::policy).
+inline constexpr const char* kTaskPrincipal = "task";
+
 struct ExecPermission {
-  // The task's own command rules: the harness decides with them, then the sandbox
-  // decides again with the command grants of the principal the harness authenticated as
+  // The task's own command rules (`executables`), in the access policy's command-rule
+  // form (docs/policy.md, grants[i].commands), compiled by the policy loader into a
+  // policy in which kTaskPrincipal is granted exactly them (policy/command_policy.h):
+  // executables[i] is rule grants[0].commands[i]. The harness decides with it, through
+  // the sandbox's unwrapping and the policy's rule check, then the sandbox decides again
+  // with the command grants of the principal the harness authenticated as
   // (docs/sandbox.md, "Service"). A manifest cannot name that principal: the key
-  // `rule_set` is refused.
-  sandbox::CommandRules rules;  // rules.name == "task"
+  // `rule_set` is refused. Null (no executables) denies every command.
+  std::vector<policy::CommandRule> rules;
+  std::shared_ptr<const policy::Snapshot> policy;
 };
 
 struct Permissions {

@@ -25,10 +25,10 @@ permissions:
     exec:
       # no rule_set: the sandbox applies the harness principal
       executables:
-        - id: git-read
-          path: /usr/bin/git
+        - executable: /usr/bin/git
           subcommands: [status, log]
-          denied_flags: [--output]
+          forbidden_flags: [--output]
+          operands: {globs: ["/workspace", "/workspace/**"]}
   network: deny
 budget:
   max_model_tokens: 400
@@ -63,9 +63,10 @@ TEST(Manifest, ParsesEveryKey) {
   EXPECT_EQ(m->tools, (std::vector<std::string>{"read_file", "list_dir", "exec"}));
   EXPECT_EQ(m->permissions.fs_read, std::vector<std::string>{"**"});
   ASSERT_TRUE(m->permissions.has_exec);
-  EXPECT_EQ(m->permissions.exec.rules.name, "task");
-  ASSERT_EQ(m->permissions.exec.rules.executables.size(), 1u);
-  EXPECT_EQ(m->permissions.exec.rules.executables[0].subcommands, (std::vector<std::string>{"status", "log"}));
+  ASSERT_EQ(m->permissions.exec.rules.size(), 1u);
+  EXPECT_EQ(m->permissions.exec.rules[0].subcommands, (std::vector<std::string>{"status", "log"}));
+  ASSERT_NE(m->permissions.exec.policy, nullptr);
+  EXPECT_EQ(m->permissions.exec.policy->principals[0].commands.count("/usr/bin/git"), 1u);
   EXPECT_EQ(m->budget.max_model_tokens, 400);
   EXPECT_EQ(m->budget.max_tool_calls, 5);
   EXPECT_EQ(m->budget.max_consecutive_denials, 3);  // default
@@ -125,13 +126,24 @@ TEST(Manifest, RefusesWideningAndNonsense) {
                 .find("task.yaml:10:20: tools[1]: unknown tool 'shell'"),
             std::string::npos);
   std::string no_exec = Replace(kGood, "  process:\n    exec:\n      # no rule_set: the sandbox applies the harness principal\n      executables:\n"
-                                       "        - id: git-read\n          path: /usr/bin/git\n"
-                                       "          subcommands: [status, log]\n          denied_flags: [--output]\n",
+                                       "        - executable: /usr/bin/git\n"
+                                       "          subcommands: [status, log]\n          forbidden_flags: [--output]\n"
+                                       "          operands: {globs: [\"/workspace\", \"/workspace/**\"]}\n",
                                 "");
   EXPECT_NE(ErrorOf(no_exec).find("'exec' is advertised but permissions.process.exec is missing"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(Replace(kGood, "path: /usr/bin/git", "path: git")).find("expected an absolute path"),
+  // The policy loader checks a task's executables as it checks a policy file's.
+  EXPECT_NE(ErrorOf(Replace(kGood, "executable: /usr/bin/git", "executable: git"))
+                .find("grants[0].commands[0].executable: expected the absolute, resolved path"),
+            std::string::npos)
+      << ErrorOf(Replace(kGood, "executable: /usr/bin/git", "executable: git"));
+  EXPECT_NE(ErrorOf(Replace(kGood, "subcommands: [status, log]", "subcommands: []"))
+                .find("executables[0].subcommands: expected at least one subcommand"),
             std::string::npos);
+  EXPECT_NE(ErrorOf(Replace(kGood, "executable: /usr/bin/git", "path: /usr/bin/git"))
+                .find("permissions.process.exec.executables[0].path: no longer accepted"),
+            std::string::npos)
+      << ErrorOf(Replace(kGood, "executable: /usr/bin/git", "path: /usr/bin/git"));
   EXPECT_NE(ErrorOf(Replace(kGood, "  - exactly_n_bullets: 3\n", "  - {exactly_n_bullets: 3, answer_contains: x}\n"))
                 .find("exactly one check"),
             std::string::npos);

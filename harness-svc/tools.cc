@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
 #include "sandbox-svc/command_rules.h"
+#include "sandbox-svc/policy_command_rules.h"
 #include "sandbox-svc/executable_resolver.h"
 
 namespace gantry::harness {
@@ -68,6 +70,14 @@ Authorization Refuse(std::string reason) {
   Authorization a;
   a.reason = std::move(reason);
   return a;
+}
+
+// A denial by the task's own command policy names its rule as the manifest does:
+// grants[0].commands[i] is executables[i].
+std::string TaskRuleReason(const std::string& reason) {
+  constexpr absl::string_view kCompiled = "rule:grants[0].commands[";
+  if (!absl::StartsWith(reason, kCompiled)) return reason;
+  return absl::StrCat("rule:executables[", absl::string_view(reason).substr(kCompiled.size()));
 }
 
 // Strict argument reading.
@@ -273,8 +283,15 @@ Authorization AuthorizeToolCall(const TaskManifest& manifest, const std::string&
     std::vector<std::string> words(t->argv().begin(), t->argv().end());
     sandbox::SandboxViewResolver resolver(workspace);
     const std::string sandbox_cwd = rel->empty() ? "/workspace" : absl::StrCat("/workspace/", *rel);
-    sandbox::CommandDecision d = sandbox::DecideCommand(perm.exec.rules, words, sandbox_cwd, resolver);
-    if (!d.allowed) return Refuse(absl::StrCat("permission:exec: ", d.reason));
+    if (perm.exec.policy == nullptr) {
+      return Refuse("permission:exec: rule:default-deny: the task grants no executables");
+    }
+    // The sandbox's unwrapping, the policy's rule check: the task's executables are a
+    // policy of their own (manifest.h, ExecPermission).
+    sandbox::CommandDecision d = sandbox::DecideCommand(
+        sandbox::PolicyCommandRules(perm.exec.policy, kTaskPrincipal, resolver), words,
+        sandbox_cwd, resolver);
+    if (!d.allowed) return Refuse(absl::StrCat("permission:exec: ", TaskRuleReason(d.reason)));
     // grant.exec_rules stays empty: the sandbox takes the principal from this process's
     // authenticated connection.
     a.allowed = true;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "gtest/gtest.h"
+#include "policy/command_policy.h"
 
 namespace gantry::harness {
 namespace {
@@ -34,12 +35,13 @@ TaskManifest Manifest() {
   m.tools = {"read_file", "list_dir", "glob", "grep", "exec"};
   m.permissions.fs_read = {"README.md", "src/**"};
   m.permissions.has_exec = true;
-  m.permissions.exec.rules.name = "task";
-  sandbox::ExecutableRule cat;
-  cat.id = "cat";
-  cat.path = "/usr/bin/cat";
-  cat.arg_patterns = {"src/*"};
-  m.permissions.exec.rules.executables.push_back(cat);
+  policy::CommandRule cat;
+  cat.executable = "/usr/bin/cat";
+  cat.operand_globs = {"/workspace/src/*"};
+  m.permissions.exec.rules.push_back(cat);
+  auto compiled = policy::LoadCommandPolicy(kTaskPrincipal, m.permissions.exec.rules);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  if (compiled.ok()) m.permissions.exec.policy = *compiled;
   m.budget.tool_wall_ms = 5000;
   return m;
 }
@@ -107,6 +109,13 @@ TEST(Authorize, ExecFollowsTheCommandRules) {
     EXPECT_FALSE(a.allowed) << denied;
     EXPECT_EQ(a.reason.rfind("permission:exec: rule:", 0), 0u) << a.reason;
   }
+  // The task's rule is named as the manifest lists it.
+  a = AuthorizeToolCall(m, Ws(), "t", "c", "exec", R"({"argv": ["cat", "README.md"]})");
+  EXPECT_EQ(a.reason.rfind("permission:exec: rule:executables[0]: '/usr/bin/cat': operand 'README.md'", 0), 0u)
+      << a.reason;
+  m.permissions.exec.policy = nullptr;  // no executables
+  a = AuthorizeToolCall(m, Ws(), "t", "c", "exec", R"({"argv": ["cat", "src/a.c"]})");
+  EXPECT_FALSE(a.allowed);
   m.permissions.has_exec = false;
   a = AuthorizeToolCall(m, Ws(), "t", "c", "exec", R"({"argv": ["cat", "src/a.c"]})");
   EXPECT_FALSE(a.allowed);
