@@ -1,7 +1,5 @@
 #include "sandbox-svc/command_rules.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -42,88 +40,6 @@ bool IsAssignment(absl::string_view word) {
 
 // A flag: starts with '-' and is not "-" alone.
 bool IsFlag(absl::string_view a) { return a.size() > 1 && a[0] == '-'; }
-
-// Whether flag `f` (before "--") hits a denied flag after normalisation.
-std::string DeniedFlagHit(const ExecutableRule& rule, absl::string_view f) {
-  if (rule.denied_flags.empty()) return "";
-  if (absl::StartsWith(f, "--")) {
-    absl::string_view name = f.substr(0, f.find('='));
-    for (const auto& d : rule.denied_flags) {
-      if (d == name) return d;
-      if (name.size() >= 3 && absl::StartsWith(d, "--") && absl::StartsWith(d, name)) return d;
-    }
-    return "";
-  }
-  absl::string_view whole = f.substr(0, f.find('='));
-  for (const auto& d : rule.denied_flags) {
-    if (d == whole) return d;
-  }
-  for (size_t i = 1; i < f.size(); ++i) {
-    const std::string one = {'-', f[i]};
-    for (const auto& d : rule.denied_flags) {
-      if (d == one) return d;
-    }
-  }
-  return "";
-}
-
-// Checks `args` (argv without argv[0], after any global options that were stripped and
-// passed as `global_flags`) against one rule. "" when allowed, else why not.
-// Whether flag `f` is covered by rule.allowed_flags (when that list is non-empty).
-bool FlagAllowed(const ExecutableRule& rule, absl::string_view f) {
-  if (rule.allowed_flags.empty()) return true;
-  auto listed = [&](absl::string_view x) {
-    return std::find(rule.allowed_flags.begin(), rule.allowed_flags.end(), x) !=
-           rule.allowed_flags.end();
-  };
-  absl::string_view name = f.substr(0, f.find('='));
-  if (listed(name)) return true;
-  if (absl::StartsWith(f, "--")) return false;
-  for (size_t i = 1; i < f.size(); ++i) {
-    if (!listed(std::string{'-', f[i]})) return false;
-  }
-  return true;
-}
-
-std::string CheckRule(const ExecutableRule& rule, const Argv& args, const Argv& global_flags) {
-  if (rule.max_args >= 0 && args.size() + global_flags.size() > static_cast<size_t>(rule.max_args)) {
-    return absl::StrCat("more than ", rule.max_args, " arguments");
-  }
-  for (const auto& g : global_flags) {
-    if (!IsFlag(g)) continue;  // a value (git -C DIR)
-    std::string hit = DeniedFlagHit(rule, g);
-    if (!hit.empty()) return absl::StrCat("flag ", hit, " is denied");
-  }
-  bool after_dashdash = false;
-  bool seen_sub = false;
-  for (const auto& a : args) {
-    if (!after_dashdash && a == "--") {
-      after_dashdash = true;
-      continue;
-    }
-    if (!after_dashdash && IsFlag(a)) {
-      std::string hit = DeniedFlagHit(rule, a);
-      if (!hit.empty()) return absl::StrCat("flag ", hit, " is denied");
-      if (!FlagAllowed(rule, a)) return absl::StrCat("flag ", Short(a), " is not allowed");
-      continue;
-    }
-    if (!rule.subcommands.empty() && !seen_sub) {
-      seen_sub = true;
-      if (std::find(rule.subcommands.begin(), rule.subcommands.end(), a) ==
-          rule.subcommands.end()) {
-        return absl::StrCat("subcommand '", Short(a), "' is not allowed");
-      }
-      continue;
-    }
-    if (!rule.arg_patterns.empty()) {
-      bool ok = false;
-      for (const auto& p : rule.arg_patterns) ok = ok || fnmatch(p.c_str(), a.c_str(), 0) == 0;
-      if (!ok) return absl::StrCat("argument '", Short(a), "' is not allowed");
-    }
-  }
-  if (!rule.subcommands.empty() && !seen_sub) return "a subcommand is required";
-  return "";
-}
 
 // ---------------------------------------------------------------------------------
 // Option grammars: getopt_long(3) as the GNU wrappers call it ("+" optstring: options
@@ -1382,42 +1298,6 @@ Unwrapped UnwrapProgram(const std::string& base, const Argv& argv) {
   return u;
 }
 
-// A CommandRules list as a CommandRuleSet.
-class ListedRules : public CommandRuleSet {
- public:
-  explicit ListedRules(const CommandRules& rules) : rules_(rules) {}
-
-  bool Names(const std::string& exe, std::string* rule_id, std::string* denial) const override {
-    for (const auto& r : rules_.executables) {
-      if (r.path == exe) {
-        *rule_id = r.id;
-        return true;
-      }
-    }
-    *denial = absl::StrCat("rule:default-deny: ", exe, " is not an allowed executable");
-    return false;
-  }
-
-  std::string Check(const std::string& exe, const Argv& global_flags, const Argv& args,
-                    absl::string_view, const ExecutableResolver&,
-                    std::string* rule_id) const override {
-    std::string first_why;
-    for (const auto& r : rules_.executables) {
-      if (r.path != exe) continue;
-      std::string why = CheckRule(r, args, global_flags);
-      if (why.empty()) {
-        *rule_id = r.id;
-        return "";
-      }
-      if (first_why.empty()) first_why = absl::StrCat("rule:", r.id, ": ", exe, ": ", why);
-    }
-    return first_why;
-  }
-
- private:
-  const CommandRules& rules_;
-};
-
 struct Ctx {
   const CommandRuleSet& rules;
   const ExecutableResolver& resolver;
@@ -1740,11 +1620,6 @@ absl::StatusOr<std::vector<std::string>> SplitSimpleCommand(absl::string_view te
   }
   if (words.empty()) return deny("nothing to run");
   return words;
-}
-
-CommandDecision DecideCommand(const CommandRules& rules, const std::vector<std::string>& argv,
-                              absl::string_view cwd, const ExecutableResolver& resolver) {
-  return DecideCommand(ListedRules(rules), argv, cwd, resolver);
 }
 
 CommandDecision DecideCommand(const CommandRuleSet& rules, const std::vector<std::string>& argv,

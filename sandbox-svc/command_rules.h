@@ -1,10 +1,13 @@
 // Executable-aware command rules: which programs an `exec` tool call may run.
 //
-// The model (docs/sandbox.md, "Command rules"): a rule set lists allowed executables by
-// their resolved absolute path inside the sandbox; each entry may narrow the allowed
-// subcommands (the first positional argument, after a program's global options for
-// git), deny flags, and require every positional argument to match a pattern.
-// Anything not listed is denied (deny by default).
+// This file is the sandbox's half: resolving and unwrapping. Which program may run
+// with which words is decided by ONE engine, the access policy's (policy/policy_decide.h,
+// grants[i].commands: subcommands, allowed and forbidden flags, operand globs,
+// max_args); the sandbox asks it about each program of a command through
+// CommandRuleSet, implemented by PolicyCommandRules (policy_command_rules.h). Anything
+// the policy does not grant is denied (deny by default). Rules that code builds (tests,
+// the benchmark, a task manifest's own executables) are a policy too
+// (policy/command_policy.h), so there is no second rule format or matcher.
 //
 // Deciding a command: argv[0] is resolved to the real executable (see
 // executable_resolver.h); a multi-call binary is decided as the name it runs under
@@ -27,12 +30,10 @@
 // found, loaded or configured (PATH, LD_*, HOME, GIT_* ...) are denied. docs/sandbox.md
 // ("Command rules") lists exactly what is modelled and what is not.
 //
-// Rules come from the policy file (policy_command_rules.h: a principal's
-// grants[i].commands) or, in code, from a CommandRules list (tests, the benchmark, the
-// harness's per-task rules). Both meet DecideCommand through CommandRuleSet. The
-// policy's operand globs also see each operand's real path in the sandbox's view
-// (ExecutableResolver::ResolveOperand); a CommandRules list's arg_patterns are
-// fnmatch patterns over the words as written.
+// Each program is asked of the rule set with its own words (a wrapper's own options
+// and assignments, not the program it wraps), its working directory and the sandbox's
+// view, through which the policy's operand globs also see each operand's real path
+// (ExecutableResolver::ResolveOperand).
 //
 // Thread-safety: DecideCommand is a pure function of its arguments (the resolver is
 // only read).
@@ -47,32 +48,6 @@
 #include "sandbox-svc/executable_resolver.h"
 
 namespace gantry::sandbox {
-
-struct ExecutableRule {
-  // Stable id, quoted in denials: "rule:<id>: ...".
-  std::string id;
-  // Absolute path inside the sandbox, resolved (links followed) when the set is loaded.
-  std::string path;
-  // When non-empty, the first positional argument must be one of these.
-  std::vector<std::string> subcommands;
-  // Normalised flags that are denied: "--output", "-o", "-delete".
-  std::vector<std::string> denied_flags;
-  // When non-empty, every positional argument (after the subcommand) must match one
-  // of these fnmatch(3) patterns. Values of options count as positional arguments.
-  std::vector<std::string> arg_patterns;
-  // When non-empty, every flag must be one of these ("-la" needs "-l" and "-a";
-  // "--name=value" needs "--name").
-  std::vector<std::string> allowed_flags;
-  // When >= 0, at most this many arguments after argv[0].
-  int max_args = -1;
-};
-
-struct CommandRules {
-  // The rule-set name a ToolGrant.exec_rules selects.
-  std::string name;
-  // In order; a command is allowed when any entry with its path allows it.
-  std::vector<ExecutableRule> executables;
-};
 
 // What a command is decided against, one program of the chain at a time (after
 // resolution and unwrapping). Implementations are immutable; thread-safe.
@@ -96,8 +71,9 @@ class CommandRuleSet {
 
 struct CommandDecision {
   bool allowed = false;
-  // Id of the rule that allowed the innermost program, or of the rule (or
-  // "default-deny") that denied.
+  // Id of the rule that allowed the innermost program, or of the rule that denied: a
+  // policy rule id ("grants[2].commands[0]", "default_deny"), or "default-deny" for
+  // what the unwrapping itself refuses (nesting, a program name from input, ...).
   std::string rule_id;
   // With a denial: "rule:<id>: <why>".
   std::string reason;
@@ -113,9 +89,6 @@ struct CommandDecision {
 // Decides `argv` (run with working directory `cwd`, absolute inside the sandbox).
 // Never fails: a command that cannot be understood is denied with a reason.
 CommandDecision DecideCommand(const CommandRuleSet& rules, const std::vector<std::string>& argv,
-                              absl::string_view cwd, const ExecutableResolver& resolver);
-// The same with a CommandRules list (entries tried in order; the first that passes allows).
-CommandDecision DecideCommand(const CommandRules& rules, const std::vector<std::string>& argv,
                               absl::string_view cwd, const ExecutableResolver& resolver);
 
 // Splits the text of `sh -c TEXT` into words when it is one simple command: words

@@ -1,9 +1,13 @@
 #include "sandbox-svc/command_rules.h"
 
 #include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "policy/command_policy.h"
+#include "policy/policy_loader.h"
+#include "sandbox-svc/policy_command_rules.h"
 #include "sandbox-svc/sandbox_test_support.h"
 
 namespace gantry::sandbox {
@@ -11,43 +15,80 @@ namespace {
 
 using testing::FakeResolver;
 
-ExecutableRule Rule(std::string id, std::string path) {
-  ExecutableRule r;
-  r.id = std::move(id);
-  r.path = std::move(path);
+policy::CommandRule Rule(std::string path) {
+  policy::CommandRule r;
+  r.executable = std::move(path);
   return r;
 }
 
+// The rules of these tests are a policy (policy/command_policy.h): principal "t" granted
+// a list of command rules, each known here by a short name; ExpectDenied and Id() turn a
+// name into the policy's rule id ("grants[0].commands[3]").
 class CommandRulesTest : public ::testing::Test {
  protected:
   CommandRulesTest() {
-    rules_.name = "t";
     for (const char* w : {"env", "nice", "timeout", "xargs", "sh", "bash", "find", "cat",
                           "echo", "nohup", "stdbuf", "setsid", "ls"}) {
-      rules_.executables.push_back(Rule(w, std::string("/usr/bin/") + w));
+      Add(w, Rule(std::string("/usr/bin/") + w));
     }
-    ExecutableRule git = Rule("git-read", "/usr/bin/git");
+    policy::CommandRule git = Rule("/usr/bin/git");
     git.subcommands = {"status", "log", "diff"};
-    git.denied_flags = {"--output", "--ext-diff"};
-    rules_.executables.push_back(git);
-    ExecutableRule sed = Rule("sed", "/usr/bin/sed");
-    sed.denied_flags = {"-i", "--in-place"};
-    rules_.executables.push_back(sed);
-    ExecutableRule py = Rule("python", "/usr/bin/python3.11");
-    py.arg_patterns = {"tests/*.py"};
-    rules_.executables.push_back(py);
+    git.forbidden_flags = {"--output", "--ext-diff"};
+    Add("git-read", git);
+    policy::CommandRule sed = Rule("/usr/bin/sed");
+    sed.forbidden_flags = {"-i", "--in-place"};
+    Add("sed", sed);
+    policy::CommandRule py = Rule("/usr/bin/python3.11");
+    py.operand_globs = {"/workspace/tests/*.py"};
+    Add("python", py);
   }
-  CommandDecision D(std::vector<std::string> argv) {
-    return DecideCommand(rules_, argv, "/workspace", resolver_);
+  void Add(std::string name, policy::CommandRule rule) {
+    rules_.emplace_back(std::move(name), std::move(rule));
   }
-  CommandRules rules_;
+  policy::CommandRule& Named(const std::string& name) {
+    for (auto& [n, r] : rules_) {
+      if (n == name) return r;
+    }
+    ADD_FAILURE() << "no rule " << name;
+    return rules_.front().second;
+  }
+  // The policy's id of the rule called `name`; any other text as it is ("default_deny").
+  std::string Id(const std::string& name) const {
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      if (rules_[i].first == name) return policy::CommandPolicyRuleId(i);
+    }
+    return name;
+  }
+  std::shared_ptr<const policy::Snapshot> Policy() {
+    std::vector<policy::CommandRule> rules;
+    for (const auto& [name, rule] : rules_) rules.push_back(rule);
+    const std::string text = policy::CommandPolicyText("t", rules);
+    if (text != policy_text_) {
+      auto loaded = policy::LoadPolicyText(text, "rules.yaml");
+      EXPECT_TRUE(loaded.ok()) << loaded.status();
+      if (!loaded.ok()) return nullptr;
+      policy_ = *loaded;
+      policy_text_ = text;
+    }
+    return policy_;
+  }
+  CommandDecision D(std::vector<std::string> argv) { return D(argv, resolver_); }
+  CommandDecision D(const std::vector<std::string>& argv, const ExecutableResolver& resolver) {
+    return DecideCommand(PolicyCommandRules(Policy(), "t", resolver), argv, "/workspace",
+                         resolver);
+  }
+  std::vector<std::pair<std::string, policy::CommandRule>> rules_;
   FakeResolver resolver_;
+
+ private:
+  std::string policy_text_;
+  std::shared_ptr<const policy::Snapshot> policy_;
 };
 
 TEST_F(CommandRulesTest, AllowsListedExecutableAndResolvesIt) {
   auto d = D({"cat", "a.txt"});
   EXPECT_TRUE(d.allowed) << d.reason;
-  EXPECT_EQ(d.rule_id, "cat");
+  EXPECT_EQ(d.rule_id, Id("cat"));
   EXPECT_EQ(d.argv[0], "/usr/bin/cat");
   EXPECT_EQ(d.resolved_executable, "/usr/bin/cat");
 }
@@ -55,9 +96,8 @@ TEST_F(CommandRulesTest, AllowsListedExecutableAndResolvesIt) {
 TEST_F(CommandRulesTest, DeniesByDefault) {
   auto d = D({"rm", "-rf", "/"});
   EXPECT_FALSE(d.allowed);
-  EXPECT_EQ(d.rule_id, "default-deny");
-  EXPECT_TRUE(absl::StartsWith(d.reason, "rule:default-deny: /usr/bin/rm is not an allowed"))
-      << d.reason;
+  EXPECT_EQ(d.rule_id, "default_deny");
+  EXPECT_EQ(d.reason, "rule:default_deny: no grant of 't' names executable '/usr/bin/rm'");
   EXPECT_FALSE(D({}).allowed);
   EXPECT_FALSE(D({"missing-tool"}).allowed);
 }
@@ -138,7 +178,8 @@ TEST_F(CommandRulesTest, GitGlobalOptionsAndSubcommands) {
   EXPECT_FALSE(D({"git", "--exec-path=/tmp", "log"}).allowed);
   EXPECT_FALSE(D({"git", "--weird", "log"}).allowed);
   auto d = D({"git", "-C", "x", "push"});
-  EXPECT_TRUE(absl::StartsWith(d.reason, "rule:git-read: /usr/bin/git: subcommand 'push'"))
+  EXPECT_TRUE(absl::StartsWith(
+      d.reason, "rule:" + Id("git-read") + ": '/usr/bin/git': subcommand 'push' is not one of"))
       << d.reason;
 }
 
@@ -156,18 +197,20 @@ TEST_F(CommandRulesTest, NormalisesFlags) {
   EXPECT_FALSE(D({"sed", "--in", "s/a/b/", "f"}).allowed);
 }
 
-TEST_F(CommandRulesTest, ArgumentPatterns) {
+TEST_F(CommandRulesTest, OperandGlobs) {
   EXPECT_TRUE(D({"python3", "tests/x.py"}).allowed);
   auto d = D({"python3", "evil.py"});
   EXPECT_FALSE(d.allowed);
-  EXPECT_TRUE(absl::StrContains(d.reason, "argument 'evil.py' is not allowed")) << d.reason;
+  EXPECT_TRUE(absl::StrContains(d.reason, "operand 'evil.py' (/workspace/evil.py) matches none of"))
+      << d.reason;
 }
 
 TEST_F(CommandRulesTest, AllowedFlagsAndMaxArgs) {
-  ExecutableRule ls = Rule("ls", "/usr/bin/ls");
+  policy::CommandRule ls = Rule("/usr/bin/ls");
+  ls.has_allowed_flags = true;
   ls.allowed_flags = {"-l", "-a", "--color"};
   ls.max_args = 3;
-  rules_.executables = {ls};
+  rules_ = {{"ls", ls}};
   EXPECT_TRUE(D({"ls", "-la", "--color=never", "x"}).allowed);
   EXPECT_FALSE(D({"ls", "-lR"}).allowed);
   EXPECT_FALSE(D({"ls", "--recursive"}).allowed);
@@ -210,13 +253,19 @@ namespace {
 // Outside input never crashes the decision or the shell splitter: a deterministic
 // stream of random and mutated inputs.
 TEST(CommandRulesRobustnessTest, RandomInputsNeverCrash) {
-  CommandRules rules;
-  rules.name = "t";
+  std::vector<policy::CommandRule> rules;
   for (const char* w : {"env", "sh", "find", "xargs", "git", "cat", "timeout", "nice", "tar",
                         "sed", "awk", "busybox", "perl"}) {
-    rules.executables.push_back({w, std::string("/usr/bin/") + w, {"status"}, {"-x"}, {"*"}, {}, -1});
+    policy::CommandRule rule = Rule(std::string("/usr/bin/") + w);
+    rule.subcommands = {"status"};
+    rule.forbidden_flags = {"-x"};
+    rule.operand_globs = {"/**"};
+    rules.push_back(rule);
   }
+  auto snapshot = policy::LoadCommandPolicy("t", rules);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   FakeResolver resolver;
+  const PolicyCommandRules policy_rules(*snapshot, "t", resolver);
   const std::vector<std::string> vocab = {
       "env", "sh", "-c", "find", "-exec", ";", "+", "xargs", "-I", "{}", "git", "-C", "--",
       "cat", "timeout", "5", "nice", "-n", "'", "\"", "\\", "$", "a b", "-S", "PATH=x",
@@ -237,7 +286,7 @@ TEST(CommandRulesRobustnessTest, RandomInputsNeverCrash) {
       if (next() % 4 == 0) w += vocab[next() % vocab.size()];
       argv.push_back(w);
     }
-    CommandDecision d = DecideCommand(rules, argv, "/workspace", resolver);
+    CommandDecision d = DecideCommand(policy_rules, argv, "/workspace", resolver);
     if (!d.allowed) {
       EXPECT_TRUE(absl::StartsWith(d.reason, "rule:")) << d.reason;
     }
@@ -262,7 +311,7 @@ class CommandRulesBypassTest : public CommandRulesTest {
     std::string shown;
     for (const auto& a : argv) shown += "[" + a + "] ";
     EXPECT_FALSE(d.allowed) << shown;
-    EXPECT_TRUE(absl::StartsWith(d.reason, "rule:" + id + ":")) << shown << "-> " << d.reason;
+    EXPECT_TRUE(absl::StartsWith(d.reason, "rule:" + Id(id) + ":")) << shown << "-> " << d.reason;
   }
   void ExpectAllowed(const std::vector<std::string>& argv) {
     CommandDecision d = D(argv);
@@ -275,12 +324,12 @@ class CommandRulesBypassTest : public CommandRulesTest {
 // 1. GNU xargs: --eof, --replace, --max-lines (-e, -i, -l) take a value only attached
 // with '=' (or, short, in the same word); `--eof id` leaves `id` as the command.
 TEST_F(CommandRulesBypassTest, XargsOptionalArgumentsAreOnlyAttached) {
-  ExpectDenied({"xargs", "--eof", "id", "cat"}, "default-deny");
+  ExpectDenied({"xargs", "--eof", "id", "cat"}, "default_deny");
   EXPECT_EQ(D({"xargs", "--eof", "id", "cat"}).resolved_executable, "/usr/bin/id");
-  ExpectDenied({"xargs", "--replace", "id", "cat"}, "default-deny");
-  ExpectDenied({"xargs", "-e", "id", "cat"}, "default-deny");
-  ExpectDenied({"xargs", "-l", "id", "cat"}, "default-deny");
-  ExpectDenied({"xargs", "-i", "id", "cat"}, "default-deny");
+  ExpectDenied({"xargs", "--replace", "id", "cat"}, "default_deny");
+  ExpectDenied({"xargs", "-e", "id", "cat"}, "default_deny");
+  ExpectDenied({"xargs", "-l", "id", "cat"}, "default_deny");
+  ExpectDenied({"xargs", "-i", "id", "cat"}, "default_deny");
   ExpectAllowed({"xargs", "--eof=id", "cat"});
   ExpectAllowed({"xargs", "-eEND", "cat"});
   ExpectAllowed({"xargs", "-E", "END", "cat"});
@@ -290,7 +339,7 @@ TEST_F(CommandRulesBypassTest, XargsOptionalArgumentsAreOnlyAttached) {
 
 // 2. `xargs --max-lines rm cat victim.txt` runs rm (the same root cause).
 TEST_F(CommandRulesBypassTest, XargsMaxLinesWithoutValueRunsTheNextWord) {
-  ExpectDenied({"xargs", "--max-lines", "rm", "cat", "victim.txt"}, "default-deny");
+  ExpectDenied({"xargs", "--max-lines", "rm", "cat", "victim.txt"}, "default_deny");
   EXPECT_EQ(D({"xargs", "--max-lines", "rm", "cat", "victim.txt"}).resolved_executable,
             "/usr/bin/rm");
   ExpectAllowed({"xargs", "--max-lines=2", "cat"});
@@ -333,9 +382,7 @@ TEST_F(CommandRulesBypassTest, MultiCallNamesAreDecidedAtEveryLevel) {
 
 // 6. find: '+' ends -exec/-execdir only right after "{}"; -ok/-okdir end only at ';'.
 TEST_F(CommandRulesBypassTest, FindPlusEndsExecOnlyAfterBraces) {
-  for (auto& r : rules_.executables) {
-    if (r.id == "cat") r.arg_patterns = {"[!/]*"};
-  }
+  Named("cat").operand_globs = {"/workspace/**"};
   ExpectDenied({"find", ".", "-exec", "cat", "+", "/usr/lib/os-release", ";"}, "cat");
   ExpectDenied({"find", ".", "-execdir", "cat", "+", "/usr/lib/os-release", ";"}, "cat");
   ExpectDenied({"find", ".", "-ok", "cat", "{}", "+", "/usr/lib/os-release", ";"}, "cat");
@@ -351,15 +398,15 @@ class CommandRulesAttemptTest : public CommandRulesBypassTest {
  protected:
   CommandRulesAttemptTest() {
     resolver_.links["/bin/sh"] = "/usr/bin/sh";  // awk, sed and tar run /bin/sh -c
-    rules_.executables.push_back(Rule("awk", "/usr/bin/awk"));
-    rules_.executables.push_back(Rule("tar", "/usr/bin/tar"));
-    ExecutableRule perl = Rule("perl", "/usr/bin/perl");
-    perl.arg_patterns = {"scripts/*.pl"};
-    rules_.executables.push_back(perl);
-    ExecutableRule busybox = Rule("busybox", "/usr/bin/busybox");
+    Add("awk", Rule("/usr/bin/awk"));
+    Add("tar", Rule("/usr/bin/tar"));
+    policy::CommandRule perl = Rule("/usr/bin/perl");
+    perl.operand_globs = {"/workspace/scripts/*.pl"};
+    Add("perl", perl);
+    policy::CommandRule busybox = Rule("/usr/bin/busybox");
     busybox.subcommands = {"cat", "ls", "env", "sh"};
-    rules_.executables.push_back(busybox);
-    rules_.executables.push_back(Rule("flock", "/usr/bin/flock"));
+    Add("busybox", busybox);
+    Add("flock", Rule("/usr/bin/flock"));
   }
 };
 
@@ -388,8 +435,8 @@ TEST_F(CommandRulesAttemptTest, EnvSplitStringUnits) {
 TEST_F(CommandRulesAttemptTest, EnvSplitStringOptionsAndAssignments) {
   ExpectDenied({"env", "-S", "PATH=/workspace cat"}, "env");
   ExpectDenied({"env", "-S", "-i LD_PRELOAD=/workspace/x.so cat"}, "env");
-  ExpectDenied({"env", "-S", "-S\\_rm\\_x"}, "default-deny");
-  ExpectDenied({"env", "-vS", "rm x"}, "default-deny");
+  ExpectDenied({"env", "-S", "-S\\_rm\\_x"}, "default_deny");
+  ExpectDenied({"env", "-vS", "rm x"}, "default_deny");
   ExpectDenied({"env", "-S", "cat ${HOME}"}, "env");
   ExpectDenied({"env", "-S", "git\\_-c\\_core.pager=id\\_log"}, "git-read");
   ExpectAllowed({"env", "-S", "-u X cat", "a.txt"});
@@ -421,13 +468,13 @@ TEST_F(CommandRulesAttemptTest, InterpreterInlineCodeIsAnOperand) {
 
 // awk's system() and pipes run /bin/sh -c: a plain literal is decided as that command.
 TEST_F(CommandRulesAttemptTest, AwkSystemAndPipes) {
-  ExpectDenied({"awk", "BEGIN{system(\"id\")}"}, "default-deny");
+  ExpectDenied({"awk", "BEGIN{system(\"id\")}"}, "default_deny");
   EXPECT_EQ(D({"awk", "BEGIN{system(\"id\")}"}).resolved_executable, "/usr/bin/id");
-  ExpectDenied({"awk", "BEGIN { system (\"rm -rf x\") }"}, "default-deny");
+  ExpectDenied({"awk", "BEGIN { system (\"rm -rf x\") }"}, "default_deny");
   ExpectDenied({"awk", "{x=\"id\"; system(x)}"}, "awk");
   ExpectDenied({"awk", "{print | \"id\"}"}, "awk");
   ExpectDenied({"awk", "BEGIN{\"id\" | getline x}"}, "awk");
-  ExpectDenied({"awk", "{ a = 1 / 1; system(\"id\"); b = 1 / 1 }"}, "default-deny");
+  ExpectDenied({"awk", "{ a = 1 / 1; system(\"id\"); b = 1 / 1 }"}, "default_deny");
   ExpectDenied({"awk", "{ a = $1 / 2 } /x/ { print \"a|b\" | \"sh\" }"}, "awk");
   ExpectDenied({"awk", "-f", "prog.awk", "a.txt"}, "awk");
   ExpectDenied({"awk", "@load \"x\"; BEGIN{}"}, "awk");
@@ -440,12 +487,12 @@ TEST_F(CommandRulesAttemptTest, AwkSystemAndPipes) {
 
 // sed's e command and s///e flag run commands.
 TEST_F(CommandRulesAttemptTest, SedExecuteCommand) {
-  ExpectDenied({"sed", "1e id", "a.txt"}, "default-deny");
-  ExpectDenied({"sed", "-n", "/x/{p;e id\n}", "a.txt"}, "default-deny");
+  ExpectDenied({"sed", "1e id", "a.txt"}, "default_deny");
+  ExpectDenied({"sed", "-n", "/x/{p;e id\n}", "a.txt"}, "default_deny");
   ExpectDenied({"sed", "s/x/id/e", "a.txt"}, "sed");
   ExpectDenied({"sed", "s|x|id|ge", "a.txt"}, "sed");
   ExpectDenied({"sed", "-e", "e", "a.txt"}, "sed");
-  ExpectDenied({"sed", "a.txt", "--expression=1e id"}, "default-deny");  // sed permutes
+  ExpectDenied({"sed", "a.txt", "--expression=1e id"}, "default_deny");  // sed permutes
   ExpectDenied({"sed", "-f", "script.sed", "a.txt"}, "sed");
   ExpectDenied({"sed", "1q;x e", "a.txt"}, "sed");
   ExpectAllowed({"sed", "-n", "s/a/b/gp;y/ab/cd/;$=", "a.txt"});
@@ -456,18 +503,18 @@ TEST_F(CommandRulesAttemptTest, SedExecuteCommand) {
 
 // tar's options that run a command through /bin/sh -c.
 TEST_F(CommandRulesAttemptTest, TarCommandOptions) {
-  ExpectDenied({"tar", "-xf", "a.tar", "--to-command=id"}, "default-deny");
-  ExpectDenied({"tar", "-I", "id", "-xf", "a.tar"}, "default-deny");
-  ExpectDenied({"tar", "-xIid", "-f", "a.tar"}, "default-deny");
-  ExpectDenied({"tar", "xfI", "a.tar", "id"}, "default-deny");  // old-style options
+  ExpectDenied({"tar", "-xf", "a.tar", "--to-command=id"}, "default_deny");
+  ExpectDenied({"tar", "-I", "id", "-xf", "a.tar"}, "default_deny");
+  ExpectDenied({"tar", "-xIid", "-f", "a.tar"}, "default_deny");
+  ExpectDenied({"tar", "xfI", "a.tar", "id"}, "default_deny");  // old-style options
   ExpectDenied({"tar", "-cf", "x.tar", "--checkpoint=1", "--checkpoint-action=exec=id", "."},
-               "default-deny");
-  ExpectDenied({"tar", "--use-compress-prog=id", "-cf", "x.tar", "."}, "default-deny");
-  ExpectDenied({"tar", "-cf", "x.tar", "--info-script", "id", "."}, "default-deny");
+               "default_deny");
+  ExpectDenied({"tar", "--use-compress-prog=id", "-cf", "x.tar", "."}, "default_deny");
+  ExpectDenied({"tar", "-cf", "x.tar", "--info-script", "id", "."}, "default_deny");
   ExpectDenied({"tar", "--rsh-command=/workspace/x", "-cf", "h:x.tar", "."}, "tar");
   ExpectDenied({"tar", "-cf", "host:x.tar", "."}, "tar");
-  ExpectDenied({"tar", "--checkpoint", "--to-command=id", "-xf", "a.tar"}, "default-deny");
-  ExpectDenied({"tar", "-f", "--to-command=id", "-x"}, "default-deny");  // denies more
+  ExpectDenied({"tar", "--checkpoint", "--to-command=id", "-xf", "a.tar"}, "default_deny");
+  ExpectDenied({"tar", "-f", "--to-command=id", "-x"}, "default_deny");  // denies more
   ExpectDenied({"tar", "-cf", "x.tar", "-T", "list.txt"}, "tar");  // lines may be options
   ExpectDenied({"tar", "-cf", "x.tar", "--files-from=list.txt"}, "tar");
   ExpectAllowed({"tar", "-cf", "x.tar", "--verbatim-files-from", "-T", "list.txt"});
@@ -495,10 +542,10 @@ TEST_F(CommandRulesAttemptTest, GitConfigurationThatRunsPrograms) {
 
 // find's other forms: -execdir, -ok, -okdir, several actions.
 TEST_F(CommandRulesAttemptTest, FindExecdirAndOk) {
-  ExpectDenied({"find", ".", "-execdir", "id", ";"}, "default-deny");
-  ExpectDenied({"find", ".", "-ok", "id", ";"}, "default-deny");
-  ExpectDenied({"find", ".", "-okdir", "rm", "{}", ";"}, "default-deny");
-  ExpectDenied({"find", ".", "-exec", "cat", "{}", "+", "-exec", "id", ";"}, "default-deny");
+  ExpectDenied({"find", ".", "-execdir", "id", ";"}, "default_deny");
+  ExpectDenied({"find", ".", "-ok", "id", ";"}, "default_deny");
+  ExpectDenied({"find", ".", "-okdir", "rm", "{}", ";"}, "default_deny");
+  ExpectDenied({"find", ".", "-exec", "cat", "{}", "+", "-exec", "id", ";"}, "default_deny");
   ExpectDenied({"find", ".", "-ok", "cat", "{}", "+"}, "find");  // no ';'
   ExpectDenied({"find", ".", "-exec", "cat", "x{}", "+"}, "find");  // find refuses it
   ExpectDenied({"find", ".", "-execdir", "./cat", ";"}, "find");
@@ -515,11 +562,11 @@ TEST_F(CommandRulesAttemptTest, BusyboxAndGitMultiCallNames) {
   resolver_.links["/workspace/vi"] = "/usr/bin/busybox";
   resolver_.links["/workspace/git-log"] = "/usr/bin/git";
   resolver_.links["/workspace/git-push"] = "/usr/bin/git";
-  ExpectDenied({"env", "./sh", "-c", "id"}, "default-deny");
-  ExpectDenied({"./sh", "-c", "id"}, "default-deny");
+  ExpectDenied({"env", "./sh", "-c", "id"}, "default_deny");
+  ExpectDenied({"./sh", "-c", "id"}, "default_deny");
   ExpectDenied({"env", "./rm", "-rf", "x"}, "busybox");
   ExpectDenied({"busybox", "rm", "x"}, "busybox");
-  ExpectDenied({"busybox", "env", "rm", "x"}, "default-deny");
+  ExpectDenied({"busybox", "env", "rm", "x"}, "default_deny");
   ExpectDenied({"env", "./vi", "a.txt"}, "default-deny");  // an applet not modelled
   ExpectDenied({"busybox", "--install", "/workspace"}, "default-deny");
   ExpectDenied({"xargs", "./git-push"}, "git-read");
@@ -545,10 +592,10 @@ TEST_F(CommandRulesAttemptTest, BusyboxHardLinkUnderAnotherName) {
     }
   } resolver;
   resolver.links["/workspace/x"] = "/usr/bin/ls";
-  auto d = DecideCommand(rules_, {"./x", "-c", "id"}, "/workspace", resolver);
+  auto d = D({"./x", "-c", "id"}, resolver);
   EXPECT_FALSE(d.allowed);
-  EXPECT_TRUE(absl::StartsWith(d.reason, "rule:default-deny: /usr/bin/x")) << d.reason;
-  d = DecideCommand(rules_, {"ls", "-l"}, "/workspace", resolver);
+  EXPECT_TRUE(absl::StartsWith(d.reason, "rule:default_deny: no grant of 't' names executable '/usr/bin/x'")) << d.reason;
+  d = D({"ls", "-l"}, resolver);
   EXPECT_TRUE(d.allowed) << d.reason;
 }
 
@@ -590,7 +637,7 @@ TEST_F(CommandRulesAttemptTest, TimeoutAndNiceGrammar) {
            {"stdbuf", "-oL", "-e", "0", "id"},
            {"setsid", "-fw", "id"},
        }) {
-    ExpectDenied(argv, "default-deny");
+    ExpectDenied(argv, "default_deny");
     EXPECT_EQ(D(argv).resolved_executable, "/usr/bin/id") << argv[0] << " " << argv[1];
   }
   ExpectDenied({"timeout", "--bogus", "5", "cat"}, "timeout");
@@ -784,16 +831,16 @@ TEST_F(CommandRulesTest, GitOptionsThatBecomeTheCommand) {
     EXPECT_FALSE(d.allowed) << argv[1] << " " << argv.back();
   }
   EXPECT_TRUE(absl::StrContains(D({"git", "--version", "status"}).reason,
-                                "subcommand 'version' is not allowed"))
+                                "subcommand 'version' is not one of"))
       << D({"git", "--version", "status"}).reason;
   EXPECT_TRUE(absl::StrContains(D({"git", "-h", "status"}).reason,
-                                "subcommand 'help' is not allowed"));
+                                "subcommand 'help' is not one of"));
   EXPECT_TRUE(absl::StrContains(D({"git", "--html-path", "status"}).reason,
                                 "prints and exits"));
   // Decided as the command they become.
-  ExecutableRule git = Rule("git-meta", "/usr/bin/git");
+  policy::CommandRule git = Rule("/usr/bin/git");
   git.subcommands = {"version", "help"};
-  rules_.executables = {git};
+  rules_ = {{"git-meta", git}};
   EXPECT_TRUE(D({"git", "--version"}).allowed);
   EXPECT_TRUE(D({"git", "-p", "-v"}).allowed);
   EXPECT_TRUE(D({"git", "--help", "status"}).allowed);

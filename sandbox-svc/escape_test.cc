@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
+#include "policy/command_policy.h"
 #include "policy/policy_loader.h"
 #include "sandbox-svc/command_rules.h"
 #include "sandbox-svc/sandbox.h"
@@ -314,24 +315,27 @@ TEST_F(EscapeTest, SetuidBinary) {
 TEST_F(EscapeTest, WrapperHidesDeniedExecutable) {
   EscapeTally t("a wrapper that hides a denied executable");
   ASSERT_EQ(symlink("/usr/bin/rm", (ws_ + "/cat").c_str()), 0);
-  // The same executables allowed twice: as a rule list in code, and as the commands of
-  // the principal "tools" in an access policy file (what gantry-sandbox --policy loads).
-  CommandRules rules;
-  rules.name = "tools";
+  // The same executables allowed twice, both decided by the policy: as command rules
+  // built in code (policy/command_policy.h) and as the commands of the principal
+  // "tools" in an access policy file (what gantry-sandbox --policy loads).
   SandboxViewResolver resolver(ws_);
   std::vector<std::string> paths;
+  std::vector<policy::CommandRule> rules;
   for (const char* exe : {"env", "nice", "timeout", "xargs", "sh", "bash", "find", "cat",
                           "echo", "nohup", "stdbuf", "git"}) {
     auto path = resolver.Resolve(exe, "/workspace");
     if (!path.ok()) continue;
-    rules.executables.push_back({exe, *path, {}, {}, {}});
     paths.push_back(*path);
+    rules.emplace_back();
+    rules.back().executable = *path;
   }
+  auto built = policy::LoadCommandPolicy("tools", rules);
+  ASSERT_TRUE(built.ok()) << built.status();
   const std::string policy_text = testing::PolicyGranting("tools", paths);
   auto policy = policy::LoadPolicyText(policy_text, "escape.yaml");
   ASSERT_TRUE(policy.ok()) << policy.status();
-  SandboxOptions listed_options;
-  listed_options.rule_sets.push_back(rules);
+  SandboxOptions built_options;
+  built_options.policy = [snapshot = *built] { return snapshot; };
   SandboxOptions policy_options;
   policy_options.policy = [snapshot = *policy] { return snapshot; };
   const std::vector<std::vector<std::string>> attempts = {
@@ -354,7 +358,7 @@ TEST_F(EscapeTest, WrapperHidesDeniedExecutable) {
       {"env", "PATH=/workspace", "cat", "a.txt"},
       {"git", "-c", "alias.x=!rm a.txt", "x"},
   };
-  for (const SandboxOptions* options : {&listed_options, &policy_options}) {
+  for (const SandboxOptions* options : {&built_options, &policy_options}) {
     for (const auto& argv : attempts) {
       v1::ToolCall call = ExecCall(ws_, argv);
       call.mutable_grant()->set_exec_rules("tools");

@@ -249,33 +249,19 @@ void RunExec(Call& c) {
     argv[0] = *resolved;
     r->set_resolved_executable(*resolved);
   } else {
-    const CommandRules* listed = nullptr;
-    for (const auto& set : c.options.rule_sets) {
-      if (set.name == c.call.grant().exec_rules()) listed = &set;
-    }
     std::shared_ptr<const policy::Snapshot> snapshot;
-    if (listed == nullptr && c.options.policy) snapshot = c.options.policy();
-    if (listed == nullptr && snapshot == nullptr) {
-      Deny(r, absl::StrCat("rule:default-deny: no command rule set named '",
-                           c.call.grant().exec_rules().substr(0, 100), "'"));
+    if (c.options.policy) snapshot = c.options.policy();
+    if (snapshot == nullptr) {
+      Deny(r, absl::StrCat("rule:default-deny: no access policy is in force (principal '",
+                           c.call.grant().exec_rules().substr(0, 100), "')"));
       return;
-    }
-    std::shared_ptr<const policy::Snapshot> snapshot_for_view = snapshot;
-    std::unique_ptr<CommandRuleSet> from_policy;
-    if (listed == nullptr) {
-      from_policy = std::make_unique<PolicyCommandRules>(std::move(snapshot),
-                                                        c.call.grant().exec_rules(), resolver);
     }
     // Only the programs the rules name exist in the sandbox's program directories.
     spec.only_programs = true;
-    if (listed != nullptr) {
-      for (const auto& rule : listed->executables) spec.programs.push_back(rule.path);
-    } else {
-      spec.programs = GrantedPrograms(*snapshot_for_view, c.call.grant().exec_rules());
-    }
-    CommandDecision d = listed != nullptr
-                            ? DecideCommand(*listed, argv, sandbox_cwd, resolver)
-                            : DecideCommand(*from_policy, argv, sandbox_cwd, resolver);
+    spec.programs = GrantedPrograms(*snapshot, c.call.grant().exec_rules());
+    auto rules = std::make_shared<const PolicyCommandRules>(std::move(snapshot),
+                                                            c.call.grant().exec_rules(), resolver);
+    CommandDecision d = DecideCommand(*rules, argv, sandbox_cwd, resolver);
     r->set_resolved_executable(d.resolved_executable);
     if (!d.allowed) {
       Deny(r, d.reason);
@@ -283,11 +269,8 @@ void RunExec(Call& c) {
     }
     argv = d.argv;
     // The same rules decide every exec inside, with the argv each process really passes.
-    spec.decide_exec = [listed, rules = std::shared_ptr<CommandRuleSet>(std::move(from_policy)),
-                        resolver](const ExecRequest& x) {
-      return ExecVerdictOf(listed != nullptr ? DecideCommand(*listed, x.argv, x.cwd, resolver)
-                                             : DecideCommand(*rules, x.argv, x.cwd, resolver),
-                           x);
+    spec.decide_exec = [rules, resolver](const ExecRequest& x) {
+      return ExecVerdictOf(DecideCommand(*rules, x.argv, x.cwd, resolver), x);
     };
   }
   spec.argv = std::move(argv);

@@ -33,9 +33,7 @@ struct SandboxOptions {
   // per exec call: ToolGrant.exec_rules names a user or service account of it, whose
   // command grants decide (policy_command_rules.h). May be empty.
   std::function<std::shared_ptr<const policy::Snapshot>()> policy;
-  // Rule sets built in code (tests, the benchmark), selected by ToolGrant.exec_rules ==
-  // CommandRules.name; tried before the policy.
-  std::vector<CommandRules> rule_sets;
+  // Rules built in code (tests, the benchmark) are a policy too: policy/command_policy.h.
   // `gantry sandbox exec` without --rules: argv[0] is resolved but no rule applies.
   // Never set by the service.
   bool isolation_only = false;

@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "common/zmq_io.h"
 #include "gtest/gtest.h"
+#include "policy/policy_loader.h"
 #include "policy/policy_reloader.h"
 #include "sandbox-svc/sandbox_test_support.h"
 #include "sandbox-svc/workspace_roots.h"
@@ -102,8 +103,31 @@ void ExpectRefused(const v1::ToolResult& r, const std::string& reason, const std
   EXPECT_TRUE(r.stdout().empty() && r.stderr().empty() && r.execs().empty());
 }
 
-ExecutableRule Rule(const SandboxViewResolver& resolver, const char* exe) {
-  return {exe, *resolver.Resolve(exe, "/"), {}, {}, {}};
+// A policy in which each service account of `grants` is granted its executables (bare
+// names, resolved in the sandbox's view) without further rules.
+std::shared_ptr<const policy::Snapshot> PolicyOf(
+    const SandboxViewResolver& resolver,
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& grants) {
+  std::string accounts, rules;
+  int key = 1;
+  for (const auto& [principal, exes] : grants) {
+    absl::StrAppend(&accounts, "    - {name: ", principal, ", key_sha256: ", std::string(62, '0'),
+                    absl::Dec(key++, absl::kZeroPad2), ", priority: batch}\n");
+    absl::StrAppend(&rules, "  - service_account: ", principal, "\n    commands:\n");
+    for (const auto& exe : exes) {
+      absl::StrAppend(&rules, "      - {executable: ", *resolver.Resolve(exe, "/"), "}\n");
+    }
+  }
+  auto loaded = policy::LoadPolicyText(
+      absl::StrCat("version: 1\n"
+                   "defaults: {budgets: {tokens_per_day: 1, tokens_per_month: 1,"
+                   " requests_per_minute: 1, concurrent_requests: 1}}\n"
+                   "models: []\n"
+                   "principals:\n  service_accounts:\n",
+                   accounts, "grants:\n", rules),
+      "service.yaml");
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  return loaded.ok() ? *loaded : nullptr;
 }
 
 class ToolServiceTest : public ::testing::Test {
@@ -112,13 +136,11 @@ class ToolServiceTest : public ::testing::Test {
     if (!testing::RequireRoot()) GTEST_SKIP() << "not root (recorded as a failure)";
     ws_ = MakeWorkspace("service_ws", {{"small.txt", "small file\n"}});
     SandboxViewResolver resolver(ws_);
-    CommandRules rules, wide;
-    rules.name = "default";
-    for (const char* exe : {"cat", "sleep", "echo"}) rules.executables.push_back(Rule(resolver, exe));
-    wide.name = "wide";
-    for (const char* exe : {"cat", "touch"}) wide.executables.push_back(Rule(resolver, exe));
     SandboxOptions options;
-    options.rule_sets = {rules, wide};
+    options.policy = [policy = PolicyOf(resolver, {{"default", {"cat", "sleep", "echo"}},
+                                                   {"wide", {"cat", "touch"}}})] {
+      return policy;
+    };
     options.workspace_roots = {TestTmp()};
     sandbox_ = std::make_unique<Sandbox>(options);
     dir_ = SocketDir();
@@ -191,7 +213,8 @@ TEST_F(ToolServiceTest, ReqClientGetsResultsUnderTheSameCallId) {
   v1::ToolResult r;
   ASSERT_TRUE(r.ParseFromString(frames->back()));
   EXPECT_EQ(r.outcome(), v1::TOOL_DENIED);
-  EXPECT_TRUE(absl::StartsWith(r.denial_reason(), "rule:default-deny:"));
+  EXPECT_EQ(r.denial_reason(),
+            "rule:default_deny: no grant of 'default' names executable '/usr/bin/rm'");
 }
 
 TEST_F(ToolServiceTest, MalformedFramesAreAnsweredOrDroppedNeverFatal) {
@@ -442,11 +465,8 @@ TEST(ToolServiceCurveTest, TheClientKeyIsTheIdentity) {
   if (!CurveSupported()) GTEST_SKIP() << "libzmq without CURVE";
   const std::string ws = MakeWorkspace("curve_ws", {{"small.txt", "small file\n"}});
   SandboxViewResolver resolver(ws);
-  CommandRules rules;
-  rules.name = "default";
-  rules.executables.push_back(Rule(resolver, "cat"));
   SandboxOptions options;
-  options.rule_sets = {rules};
+  options.policy = [policy = PolicyOf(resolver, {{"default", {"cat"}}})] { return policy; };
   options.workspace_roots = {TestTmp()};
   Sandbox sandbox(options);
   auto server = GenerateCurveKeyPair();

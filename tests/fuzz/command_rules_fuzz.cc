@@ -1,13 +1,15 @@
 // Fuzz target: the sandbox's command rules, which read the model's argv (tool-call
 // arguments) and `sh -c` text. First byte: 0 = decide the rest as an argv
 // (NUL-separated words) under a principal's rules from an access policy; 1 = the same
-// under a fixed CommandRules list; 2 = split the rest as `sh -c` text. Invariant: never
+// under command rules built in code (policy/command_policy.h, the form tests and the
+// harness use); 2 = split the rest as `sh -c` text. Invariant: never
 // crashes; an allowed argv resolves to an executable. (The policy file itself has its
 // own target, policy_loader.)
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "policy/command_policy.h"
 #include "policy/policy_loader.h"
 #include "sandbox-svc/command_rules.h"
 #include "sandbox-svc/policy_command_rules.h"
@@ -55,14 +57,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!loaded.ok()) std::abort();
     return new PolicyCommandRules(*loaded, "fuzz", *resolver);
   }();
-  static CommandRules* listed = [] {
-    auto* rules = new CommandRules;
-    rules->name = "fuzz";
+  static PolicyCommandRules* built = [] {
+    std::vector<gantry::policy::CommandRule> rules;
     for (const char* exe : {"cat", "env", "sh", "git"}) {
       auto path = resolver->Resolve(exe, "/");
-      if (path.ok()) rules->executables.push_back({exe, *path, {}, {"--output"}, {}});
+      if (!path.ok()) continue;
+      rules.emplace_back();
+      rules.back().executable = *path;
+      rules.back().forbidden_flags = {"--output"};
     }
-    return rules;
+    auto loaded = gantry::policy::LoadCommandPolicy("fuzz", rules);
+    if (!loaded.ok()) std::abort();
+    return new PolicyCommandRules(*loaded, "fuzz", *resolver);
   }();
   const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 3) {
@@ -70,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1: {
       CommandDecision d =
           data[0] % 3 == 0 ? DecideCommand(*from_policy, Words(rest), "/workspace", *resolver)
-                           : DecideCommand(*listed, Words(rest), "/workspace", *resolver);
+                           : DecideCommand(*built, Words(rest), "/workspace", *resolver);
       if (d.allowed && d.resolved_executable.empty()) std::abort();
       break;
     }
