@@ -12,8 +12,12 @@
 #ifndef GANTRY_SANDBOX_SVC_EXEC_FORMAT_H_
 #define GANTRY_SANDBOX_SVC_EXEC_FORMAT_H_
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 namespace gantry::sandbox {
@@ -36,6 +40,28 @@ struct ExecFormat {
 // Reads `head`, the first bytes of a file (at most kExecHeadBytes, fewer when the file
 // is shorter).
 ExecFormat ReadExecFormat(absl::string_view head);
+
+// What the dynamic loader reads of an ELF object to load what it needs (for the
+// sandbox's program view, program_view.h): the DT_NEEDED names and the search path
+// (DT_RUNPATH, else DT_RPATH, split at ':', "$ORIGIN" left as written).
+struct ElfDependencies {
+  std::vector<std::string> needed;
+  std::vector<std::string> search;
+  std::string interpreter;  // PT_INTERP ("" when none)
+  bool is_elf = false;      // a 64-bit little-endian ELF whose headers could be read
+  std::string problem;      // why not, or why its dynamic section could not be read
+};
+
+// `read(offset, n, out)` reads n bytes of the file at offset into *out; false when the
+// file is shorter. Sizes are bounded (program headers, the dynamic section and the
+// string table: at most 1 MiB each).
+using ReadAtFn = absl::FunctionRef<bool(uint64_t offset, size_t n, std::string* out)>;
+ElfDependencies ReadElfDependencies(ReadAtFn read);
+
+// glibc's /etc/ld.so.cache ("glibc-ld.so.cache1.1"): each x86-64 library name with the
+// path the loader takes it from, in the file's order (a name may repeat). Anything
+// malformed ends the list where it starts.
+std::vector<std::pair<std::string, std::string>> ReadLoaderCache(absl::string_view bytes);
 
 }  // namespace gantry::sandbox
 

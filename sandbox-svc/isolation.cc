@@ -82,6 +82,14 @@ struct ChildPlan {
   pid_t parent;
   const std::string* notify_program;  // the exec supervisor's filter
   int notify_sock;                    // where the listener goes
+  // The program view to assemble at kStageUsr (root mode with only_programs), in order.
+  struct ViewStep {
+    enum Kind { kDir, kLink, kFile, kTree } kind;
+    const char* stage;   // the path under kStageUsr
+    const char* source;  // kFile, kTree: the host path; kLink: the link's target
+  };
+  bool build_view = false;
+  std::vector<ViewStep> view;
 };
 
 [[noreturn]] void ChildFail(const char* what) {
@@ -149,6 +157,48 @@ void BindWritable(const ChildPlan& p, int ws) {
   }
 }
 
+// Assembles the program view at kStageUsr: a tmpfs (noexec) holding its directories and
+// links, each file and tree bound from the host and made read-only, nosuid and nodev,
+// then the tmpfs itself read-only. Set here, outside bwrap's user namespace, those
+// flags are locked: nothing in the sandbox can clear them.
+void BuildView(const ChildPlan& p) {
+  constexpr unsigned long kLocked = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
+  if (mkdir(kStageUsr, 0755) != 0) ChildFail("mkdir view");
+  if (mount("gantry-usr", kStageUsr, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            "size=1m,mode=0755") != 0) {
+    ChildFail("view tmpfs");
+  }
+  for (const ChildPlan::ViewStep& step : p.view) {
+    switch (step.kind) {
+      case ChildPlan::ViewStep::kDir:
+        if (mkdir(step.stage, 0755) != 0) ChildFail("view directory");
+        break;
+      case ChildPlan::ViewStep::kLink:
+        if (symlink(step.source, step.stage) != 0) ChildFail("view link");
+        break;
+      case ChildPlan::ViewStep::kFile:
+      case ChildPlan::ViewStep::kTree: {
+        const bool tree = step.kind == ChildPlan::ViewStep::kTree;
+        if (!tree) {
+          int f = open(step.stage, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+          if (f < 0) ChildFail("view file");
+          close(f);
+        }
+        if (mount(step.source, step.stage, nullptr, MS_BIND | (tree ? MS_REC : 0), nullptr) != 0) {
+          ChildFail("bind into the program view");
+        }
+        if (mount(nullptr, step.stage, nullptr, kLocked, nullptr) != 0) {
+          ChildFail("remount the program view read-only");
+        }
+        break;
+      }
+    }
+  }
+  if (mount(nullptr, kStageUsr, nullptr, kLocked | MS_NOEXEC, nullptr) != 0) {
+    ChildFail("program view read-only");
+  }
+}
+
 [[noreturn]] void RunChild(const ChildPlan& p) {
   setpgid(0, 0);
   int in = MoveHigh(p.stdin_fd), out = MoveHigh(p.stdout_fd), err = MoveHigh(p.stderr_fd);
@@ -186,6 +236,7 @@ void BindWritable(const ChildPlan& p, int ws) {
       ChildFail("bind workspace");
     }
     BindWritable(p, ws);
+    if (p.build_view) BuildView(p);
     if (netns >= 0 && setns(netns, CLONE_NEWNET) != 0) ChildFail("setns(net)");
     gid_t gid = p.drop.gid;
     if (setgroups(1, &gid) != 0 || setresgid(gid, gid, gid) != 0 ||
@@ -340,20 +391,22 @@ const SystemLayout& HostSystemLayout() {
 }
 
 std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemLayout& layout,
-                                        bool staged, bool own_netns, int seccomp_fd,
-                                        int status_fd) {
+                                        const ProgramView& view, bool staged, bool own_netns,
+                                        int seccomp_fd, int status_fd) {
   std::vector<std::string> a = {"bwrap", "--unshare-user", "--unshare-pid"};
   if (!own_netns) a.push_back("--unshare-net");
   a.insert(a.end(), {"--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--uid", "1000", "--gid",
       "1000", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop",
-      "ALL", "--ro-bind", "/usr", "/usr"});
+      "ALL"});
+  if (!spec.only_programs) {
+    a.insert(a.end(), {"--ro-bind", "/usr", "/usr"});
+  } else if (staged) {
+    a.insert(a.end(), {"--ro-bind", kStageUsr, "/usr"});  // assembled by the set-up
+  } else {
+    AppendProgramView(view, &a);
+  }
   for (const auto& [path, target] : layout.links) {
     a.insert(a.end(), {"--symlink", target, path});
-  }
-  if (spec.only_programs) {
-    std::vector<std::string> programs = spec.programs;
-    programs.push_back(kPrlimit);  // the set-up's own, before the command
-    AppendProgramView(programs, &a);
   }
   for (const auto& dir : layout.dirs) a.insert(a.end(), {"--ro-bind", dir, dir});
   for (const auto& file : layout.etc) a.insert(a.end(), {"--ro-bind", file, file});
@@ -388,67 +441,13 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   return a;
 }
 
-namespace {
-
-bool InProgramDir(absl::string_view path) {
-  for (const char* dir : kProgramDirs) {
-    absl::string_view d(dir);
-    if (absl::StartsWith(path, d) && path.size() > d.size() && path[d.size()] == '/') return true;
-  }
-  return false;
-}
-
-// The directory part of `path` joined with `target` and cleaned lexically.
-std::string JoinLink(const std::string& path, const std::string& target) {
-  std::string joined = target.empty() || target[0] == '/'
-                           ? target
-                           : absl::StrCat(path.substr(0, path.rfind('/') + 1), target);
-  std::vector<std::string> parts;
-  for (absl::string_view part : absl::StrSplit(joined, '/', absl::SkipEmpty())) {
-    if (part == ".") continue;
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.emplace_back(part);
-  }
-  return absl::StrCat("/", absl::StrJoin(parts, "/"));
-}
-
-}  // namespace
-
-// The program directories as empty read-only tmpfs mounts holding `programs`: each
-// link on the way to a program's file that lies in one of them is recreated with the
-// same target, and the file itself is bound read-only.
-void AppendProgramView(const std::vector<std::string>& programs, std::vector<std::string>* a) {
-  std::vector<std::string> dirs;
-  for (const char* dir : kProgramDirs) {
-    struct stat st;
-    if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode)) dirs.push_back(dir);
-  }
-  for (const auto& dir : dirs) a->insert(a->end(), {"--tmpfs", dir});
-  absl::flat_hash_set<std::string> done;
-  for (std::string path : programs) {
-    for (int hop = 0; hop < 40 && !path.empty() && path[0] == '/'; ++hop) {
-      struct stat st;
-      if (lstat(path.c_str(), &st) != 0) break;
-      const bool masked = InProgramDir(path);
-      if (S_ISLNK(st.st_mode)) {
-        char target[4096];
-        ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
-        if (n <= 0) break;
-        std::string t(target, static_cast<size_t>(n));
-        if (masked && done.insert(path).second) a->insert(a->end(), {"--symlink", t, path});
-        path = JoinLink(path, t);
-        continue;
-      }
-      if (masked && S_ISREG(st.st_mode) && done.insert(path).second) {
-        a->insert(a->end(), {"--ro-bind", path, path});
-      }
-      break;
-    }
-  }
-  for (const auto& dir : dirs) a->insert(a->end(), {"--remount-ro", dir});
+void AppendProgramView(const ProgramView& view, std::vector<std::string>* a) {
+  a->insert(a->end(), {"--tmpfs", "/usr"});
+  for (const auto& dir : view.dirs) a->insert(a->end(), {"--dir", dir});
+  for (const auto& [path, target] : view.links) a->insert(a->end(), {"--symlink", target, path});
+  for (const auto& file : view.files) a->insert(a->end(), {"--ro-bind", file, file});
+  for (const auto& tree : view.trees) a->insert(a->end(), {"--ro-bind", tree, tree});
+  a->insert(a->end(), {"--remount-ro", "/usr"});
 }
 
 std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {
@@ -516,7 +515,13 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   Fd st_r(p_st[0]), st_w(p_st[1]);
 
   Fd netns(drop.as_root ? NetnsPool::Get().Take() : -1);
-  std::vector<std::string> args = BuildBwrapArgv(spec, HostSystemLayout(), drop.as_root,
+  ProgramView view;
+  if (spec.only_programs) {
+    std::vector<std::string> programs = spec.programs;
+    programs.push_back(kPrlimit);  // the set-up's own, before the command
+    view = PlanProgramView(programs, spec.workspace);
+  }
+  std::vector<std::string> args = BuildBwrapArgv(spec, HostSystemLayout(), view, drop.as_root,
                                                  netns.get() >= 0, kChildSeccompFd, kChildStatusFd);
   const std::string bwrap = BwrapPath();
   ChildPlan plan;
@@ -537,6 +542,23 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   plan.parent = getpid();
   plan.notify_program = spec.supervise_exec ? &notify_program : nullptr;
   plan.notify_sock = notify_w.get();
+  // The view's paths under kStageUsr, kept alive until the fork.
+  std::vector<std::string> view_paths;
+  if (spec.only_programs && drop.as_root) {
+    using Step = ChildPlan::ViewStep;
+    auto stage = [](const std::string& host) { return absl::StrCat(kStageUsr, host.substr(4)); };
+    view_paths.reserve(view.dirs.size() + view.links.size() + view.files.size() + view.trees.size());
+    for (const auto& d : view.dirs) view_paths.push_back(stage(d));
+    for (const auto& l : view.links) view_paths.push_back(stage(l.first));
+    for (const auto& f : view.files) view_paths.push_back(stage(f));
+    for (const auto& t : view.trees) view_paths.push_back(stage(t));
+    size_t i = 0;
+    for (size_t k = 0; k < view.dirs.size(); ++k) plan.view.push_back({Step::kDir, view_paths[i++].c_str(), nullptr});
+    for (const auto& l : view.links) plan.view.push_back({Step::kLink, view_paths[i++].c_str(), l.second.c_str()});
+    for (const auto& f : view.files) plan.view.push_back({Step::kFile, view_paths[i++].c_str(), f.c_str()});
+    for (const auto& t : view.trees) plan.view.push_back({Step::kTree, view_paths[i++].c_str(), t.c_str()});
+    plan.build_view = true;
+  }
 
   pid_t pid = fork();
   if (pid < 0) return ReasonError("internal", absl::StrCat("fork: ", strerror(errno)));

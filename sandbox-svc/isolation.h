@@ -34,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "sandbox-svc/exec_supervisor.h"
+#include "sandbox-svc/program_view.h"
 
 namespace gantry::sandbox {
 
@@ -77,19 +78,13 @@ struct IsolationSpec {
   ExecDecider decide_exec;
   // False only for sandbox_bench's comparison: no exec supervisor at all.
   bool supervise_exec = true;
-  // When set, the program directories (kProgramDirs) hold only `programs` (absolute
-  // paths, each with the chain of links that leads to its file); the rest of /usr
-  // (libraries, data) stays visible. Unset: the whole of /usr (gantry sandbox exec
-  // without rules).
+  // When set, the sandbox's /usr holds only what `programs` (absolute paths) need: the
+  // links to them, their files, the loader and libraries they load, the library trees
+  // of the interpreters among them (program_view.h). Unset: the whole of /usr (gantry
+  // sandbox exec without rules).
   bool only_programs = false;
   std::vector<std::string> programs;
 };
-
-// Where executables live on a Debian host; with IsolationSpec::only_programs each is
-// an empty read-only tmpfs inside the sandbox apart from the programs bound into it.
-inline constexpr const char* kProgramDirs[] = {"/usr/bin",       "/usr/sbin", "/usr/local/bin",
-                                               "/usr/local/sbin", "/usr/games", "/usr/libexec",
-                                               "/usr/lib/git-core"};
 
 // The system view: how /bin, /lib, ... exist on this host (Debian 12 links them into
 // /usr). Detected once.
@@ -118,21 +113,26 @@ inline constexpr char kStageTmp[] = "/tmp/t";
 // Writable grant i is bound at kStageWritable + i ("/tmp/w0", ...).
 inline constexpr char kStageWritable[] = "/tmp/w";
 
-// Appends to a bwrap argument vector the program-only view of kProgramDirs: each an
-// empty tmpfs holding `programs` and the links that lead to them (read from the host
-// with lstat/readlink), then remounted read-only.
-void AppendProgramView(const std::vector<std::string>& programs, std::vector<std::string>* argv);
+// The program view (program_view.h) is assembled here in root mode, then bound as the
+// sandbox's /usr.
+inline constexpr char kStageUsr[] = "/tmp/u";
+
+// Appends to a bwrap argument vector the program view built by bwrap itself (not root:
+// no stage): /usr an empty tmpfs, the view's directories, links, files and trees bound
+// read-only into it, then remounted read-only. Pure.
+void AppendProgramView(const ProgramView& view, std::vector<std::string>* argv);
 
 // The command line bwrap runs: prlimit(1) with the call's limits, then spec.argv. Pure.
 std::vector<std::string> PrlimitArgv(const IsolationSpec& spec);
 
 // The bwrap argument vector for `spec` (argv[0] "bwrap"). Pure.
-// `staged`: the stage paths above exist (root mode). `own_netns`: the child already
-// joined a fresh network namespace (then bwrap need not make one).
-// `seccomp_fd` and `status_fd` are the descriptor numbers bwrap will find open.
+// `view`: the program view of spec.programs when spec.only_programs (else unused).
+// `staged`: the stage paths above exist (root mode; the view is then at kStageUsr).
+// `own_netns`: the child already joined a fresh network namespace (then bwrap need not
+// make one). `seccomp_fd` and `status_fd` are the descriptor numbers bwrap will find open.
 std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemLayout& layout,
-                                        bool staged, bool own_netns, int seccomp_fd,
-                                        int status_fd);
+                                        const ProgramView& view, bool staged, bool own_netns,
+                                        int seccomp_fd, int status_fd);
 
 struct RunOutcome {
   bool timed_out = false;

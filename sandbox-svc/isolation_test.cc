@@ -1,6 +1,8 @@
 // The isolation layer and the tools, run for real through bubblewrap (as root).
+#include <dirent.h>
 #include "sandbox-svc/isolation.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "sandbox-svc/sandbox.h"
 #include "sandbox-svc/sandbox_test_support.h"
@@ -35,7 +38,7 @@ TEST(BwrapArgvTest, HasEveryLayer) {
   spec.cwd = "src";
   spec.env = {{"FOO", "bar"}};
   SystemLayout layout{{{"/bin", "usr/bin"}}, {"/lib64"}, {"/etc/ld.so.cache"}};
-  auto a = BuildBwrapArgv(spec, layout, true, false, 3, 4);
+  auto a = BuildBwrapArgv(spec, layout, {}, true, false, 3, 4);
   for (const char* flag : {"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                            "--unshare-uts", "--disable-userns", "--die-with-parent",
                            "--new-session", "--clearenv"}) {
@@ -57,12 +60,30 @@ TEST(BwrapArgvTest, HasEveryLayer) {
   EXPECT_TRUE(Has(a, {"--", "/usr/bin/cat", "a"}));
   EXPECT_EQ(a.back(), "a");
   // Without staging (not root): a sized tmpfs and the workspace by its path.
-  auto b = BuildBwrapArgv(spec, layout, false, false, 3, 4);
+  auto b = BuildBwrapArgv(spec, layout, {}, false, false, 3, 4);
   EXPECT_TRUE(Has(b, {"--tmpfs", "/tmp"}));
   EXPECT_TRUE(Has(b, {"--ro-bind", "/w", "/workspace"}));
   EXPECT_TRUE(Has(b, {"--bind", "/w/src", "/workspace/src"}));
+  // With the programs known, /usr is the program view: assembled by the set-up at its
+  // stage path (root), or by bwrap from the same plan.
+  spec.only_programs = true;
+  ProgramView view;
+  view.dirs = {"/usr/bin"};
+  view.links = {{"/usr/lib64", "lib/x86_64-linux-gnu"}};
+  view.files = {"/usr/bin/cat"};
+  view.trees = {"/usr/share/git-core"};
+  auto staged = BuildBwrapArgv(spec, layout, view, true, false, 3, 4);
+  EXPECT_TRUE(Has(staged, {"--ro-bind", kStageUsr, "/usr"}));
+  EXPECT_FALSE(Has(staged, {"--ro-bind", "/usr", "/usr"}));
+  auto unstaged = BuildBwrapArgv(spec, layout, view, false, false, 3, 4);
+  EXPECT_TRUE(Has(unstaged, {"--tmpfs", "/usr", "--dir", "/usr/bin", "--symlink",
+                             "lib/x86_64-linux-gnu", "/usr/lib64", "--ro-bind", "/usr/bin/cat",
+                             "/usr/bin/cat", "--ro-bind", "/usr/share/git-core",
+                             "/usr/share/git-core", "--remount-ro", "/usr"}));
+  EXPECT_FALSE(Has(unstaged, {"--ro-bind", "/usr", "/usr"}));
+  spec.only_programs = false;
   // With a namespace joined ahead of time, bwrap does not make another.
-  auto c = BuildBwrapArgv(spec, layout, true, true, 3, 4);
+  auto c = BuildBwrapArgv(spec, layout, {}, true, true, 3, 4);
   EXPECT_FALSE(Has(c, {"--unshare-net"}));
 }
 
@@ -168,6 +189,46 @@ TEST_F(SandboxToolsTest, AWritablePathSwappedForALinkAfterItsCheckIsNotBound) {
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->exit_code, 0) << ok->stderr_data;
   EXPECT_TRUE(testing::HostPathExists(ws_ + "/out/pwned"));
+}
+
+TEST_F(SandboxToolsTest, TheProgramViewHoldsOnlyWhatTheProgramsNeed) {
+  IsolationSpec spec;
+  spec.workspace = ws_;
+  spec.only_programs = true;
+  spec.programs = {"/usr/bin/ls", "/usr/bin/python3"};
+  auto run = [&](std::vector<std::string> argv) {
+    spec.argv = std::move(argv);
+    auto r = RunIsolated(spec, ChoosePrivilegeDrop(ws_, 65534, 65534));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : RunOutcome{};
+  };
+  // The program directories hold the granted programs (and prlimit, the set-up's).
+  RunOutcome bin = run({"/usr/bin/ls", "-1", "/usr/bin"});
+  EXPECT_EQ(bin.exit_code, 0) << bin.stderr_data;
+  for (absl::string_view name : absl::StrSplit(bin.stdout_data, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(name == "ls" || name == "prlimit" || absl::StartsWith(name, "python3")) << name;
+  }
+  // The libraries are the ones these programs load, not the host's hundreds.
+  int host_libs = 0;
+  if (DIR* d = opendir("/usr/lib/x86_64-linux-gnu")) {
+    while (readdir(d) != nullptr) ++host_libs;
+    closedir(d);
+  }
+  RunOutcome libs = run({"/usr/bin/ls", "-1", "/usr/lib/x86_64-linux-gnu"});
+  EXPECT_EQ(libs.exit_code, 0) << libs.stderr_data;
+  EXPECT_TRUE(absl::StrContains(libs.stdout_data, "libc.so.6"));
+  EXPECT_FALSE(absl::StrContains(libs.stdout_data, "libzmq")) << libs.stdout_data;
+  EXPECT_LT(std::count(libs.stdout_data.begin(), libs.stdout_data.end(), '\n'), host_libs / 4);
+  // No data the programs do not read: /usr/share holds nothing of ls or python.
+  RunOutcome share = run({"/usr/bin/ls", "/usr/share/doc"});
+  EXPECT_NE(share.exit_code, 0);
+  // An interpreter runs with its library tree and its extension modules' libraries.
+  RunOutcome py = run({"/usr/bin/python3", "-c", "import json, ssl, hashlib; print(json.dumps([1]))"});
+  EXPECT_EQ(py.exit_code, 0) << py.stderr_data;
+  EXPECT_EQ(py.stdout_data, "[1]\n");
+  // A program that is not granted is not there to run, whatever runs it.
+  RunOutcome id = run({"/usr/bin/python3", "-c", "import os; print(os.path.exists('/usr/bin/id'))"});
+  EXPECT_EQ(id.stdout_data, "False\n") << id.stderr_data;
 }
 
 TEST_F(SandboxToolsTest, MalformedCallsAreToolErrorsOrDenials) {

@@ -1,0 +1,163 @@
+// The program view against the real loader: the libraries ldd(1) (the loader itself,
+// in trace mode) loads for a program are the ones the view binds, and
+// /etc/ld.so.cache reads as ldconfig -p prints it.
+#include "sandbox-svc/program_view.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "sandbox-svc/exec_format.h"
+
+namespace gantry::sandbox {
+namespace {
+
+std::string Output(const std::string& command) {
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+std::string RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) != nullptr ? buf : "";
+}
+
+// The files ldd says `program` loads, resolved (the loader included).
+std::set<std::string> LddFiles(const std::string& program) {
+  std::set<std::string> files;
+  for (absl::string_view line : absl::StrSplit(Output("ldd " + program), '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (absl::StartsWith(line, "linux-vdso")) continue;
+    size_t arrow = line.find("=> ");
+    absl::string_view path = arrow == absl::string_view::npos ? line : line.substr(arrow + 3);
+    path = path.substr(0, path.find(" ("));
+    if (absl::StartsWith(path, "/")) files.insert(RealPath(std::string(path)));
+  }
+  return files;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(ProgramViewTest, HoldsWhatTheLoaderLoadsAndNothingElse) {
+  for (const char* program : {"/usr/bin/cat", "/usr/bin/git", "/usr/bin/ls", "/usr/bin/prlimit"}) {
+    std::set<std::string> want = LddFiles(program);
+    ASSERT_GE(want.size(), 2u) << program;  // libc and the loader at least
+    ProgramView view = PlanProgramView({program});
+    EXPECT_TRUE(view.missing.empty()) << program << ": " << view.missing.front();
+    EXPECT_TRUE(Contains(view.files, RealPath(program))) << program;
+    for (const std::string& file : want) EXPECT_TRUE(Contains(view.files, file)) << program << " needs " << file;
+    // Only the program, its loader and its libraries: no other file of /usr/bin.
+    for (const std::string& file : view.files) {
+      EXPECT_TRUE(file == RealPath(program) || want.count(file)) << program << ": " << file;
+    }
+    for (const std::string& dir : view.dirs) EXPECT_TRUE(absl::StartsWith(dir, "/usr/")) << dir;
+  }
+}
+
+TEST(ProgramViewTest, LinksAreKeptAndInterpretersGetTheirTrees) {
+  const std::string python = RealPath("/usr/bin/python3");
+  ASSERT_TRUE(absl::StartsWith(python, "/usr/bin/python3.")) << python;
+  ProgramView view = PlanProgramView({"/usr/bin/python3"});
+  bool link = false;
+  for (const auto& [path, target] : view.links) link = link || path == "/usr/bin/python3";
+  EXPECT_TRUE(link);
+  const std::string lib = "/usr/lib/" + python.substr(python.rfind('/') + 1);
+  EXPECT_TRUE(Contains(view.trees, lib));
+  // Files inside a tree come with it; directories inside it are not made.
+  for (const std::string& file : view.files) EXPECT_FALSE(absl::StartsWith(file, lib + "/")) << file;
+  for (const std::string& dir : view.dirs) EXPECT_FALSE(absl::StartsWith(dir, lib + "/")) << dir;
+  // The libraries its extension modules load (the ssl module: libssl) are there too.
+  const std::string ssl = lib + "/lib-dynload";
+  std::string module = Output("ls " + ssl + " | grep '^_ssl\\.'");
+  if (!module.empty()) {
+    module = ssl + "/" + std::string(absl::StripAsciiWhitespace(module));
+    for (const std::string& file : LddFiles(module)) EXPECT_TRUE(Contains(view.files, file)) << file;
+  }
+  // Nothing of another program.
+  EXPECT_FALSE(Contains(view.files, RealPath("/usr/bin/perl")));
+  EXPECT_FALSE(Contains(view.files, RealPath("/usr/bin/id")));
+}
+
+TEST(ProgramViewTest, AnAbsentProgramGivesNothing) {
+  ProgramView view = PlanProgramView({"/usr/bin/no-such-program-here"});
+  EXPECT_TRUE(view.files.empty());
+  EXPECT_TRUE(view.trees.empty());
+}
+
+TEST(LoaderCacheTest, ReadsAsLdconfigPrintsIt) {
+  std::ifstream in("/etc/ld.so.cache", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  auto entries = ReadLoaderCache(bytes.str());
+  std::set<std::pair<std::string, std::string>> ours(entries.begin(), entries.end());
+  std::set<std::pair<std::string, std::string>> theirs;
+  for (absl::string_view line : absl::StrSplit(Output("/sbin/ldconfig -p"), '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::StrContains(line, "(libc6,x86-64") || absl::StrContains(line, "hwcap")) continue;
+    size_t space = line.find(' ');
+    size_t arrow = line.find("=> ");
+    ASSERT_NE(arrow, absl::string_view::npos) << line;
+    theirs.emplace(std::string(line.substr(0, space)), std::string(line.substr(arrow + 3)));
+  }
+  ASSERT_GT(theirs.size(), 20u);
+  EXPECT_EQ(ours, theirs);
+  EXPECT_TRUE(ReadLoaderCache("").empty());
+  EXPECT_TRUE(ReadLoaderCache(bytes.str().substr(0, 60)).empty());
+}
+
+TEST(ElfDependenciesTest, ReadsWhatReadelfReads) {
+  std::ifstream in("/usr/bin/git", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string file = ss.str();
+  auto read = [&file](uint64_t offset, size_t n, std::string* out) {
+    if (offset > file.size() || file.size() - offset < n) return false;
+    *out = file.substr(offset, n);
+    return true;
+  };
+  ElfDependencies deps = ReadElfDependencies(read);
+  ASSERT_TRUE(deps.is_elf) << deps.problem;
+  EXPECT_EQ(deps.problem, "");
+  std::vector<std::string> want;
+  for (absl::string_view line : absl::StrSplit(Output("readelf -d /usr/bin/git"), '\n')) {
+    size_t open = line.find("Shared library: [");
+    if (open == absl::string_view::npos) continue;
+    line = line.substr(open + 17);
+    want.emplace_back(line.substr(0, line.find(']')));
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(deps.needed, want);
+  EXPECT_EQ(deps.interpreter, "/lib64/ld-linux-x86-64.so.2");
+  // Cut short anywhere: never more than the file says, never a crash.
+  for (size_t cut : {size_t{0}, size_t{16}, size_t{64}, size_t{200}, file.size() / 2}) {
+    const std::string part = file.substr(0, cut);
+    auto read_part = [&part](uint64_t offset, size_t n, std::string* out) {
+      if (offset > part.size() || part.size() - offset < n) return false;
+      *out = part.substr(offset, n);
+      return true;
+    };
+    ElfDependencies d = ReadElfDependencies(read_part);
+    EXPECT_LE(d.needed.size(), want.size()) << cut;
+  }
+}
+
+}  // namespace
+}  // namespace gantry::sandbox
