@@ -24,6 +24,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "sandbox-svc/exec_format.h"
+#include "sandbox-svc/exec_supervisor.h"
 
 namespace gantry::sandbox {
 namespace {
@@ -256,7 +257,9 @@ class Planner {
     };
     ElfDependencies deps = ReadElfDependencies(read_at);
     if (!deps.is_elf) return;
-    if (!deps.interpreter.empty()) AddFile(deps.interpreter);
+    // Only the system loader: the exec supervisor refuses any other PT_INTERP, so a
+    // program (a workspace one is anyone's) cannot pull another host file into view.
+    if (deps.interpreter == kSystemLoader) AddFile(deps.interpreter);
     if (!own_search) deps.search.clear();
     for (const std::string& name : deps.needed) {
       if (name.find('/') != std::string::npos) {

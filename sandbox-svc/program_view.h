@@ -5,7 +5,8 @@
 // What a program needs, read from the host:
 //  - the chain of symbolic links from each program's path to its file (/usr/bin/python3
 //    -> python3.11), recreated as links;
-//  - for an ELF file, its PT_INTERP loader and, transitively, every DT_NEEDED library,
+//  - for an ELF file, its PT_INTERP loader (only the system loader, kSystemLoader: the
+//    exec supervisor refuses any other) and, transitively, every DT_NEEDED library,
 //    found as the loader finds it: DT_RUNPATH (else DT_RPATH, "$ORIGIN" expanded), then
 //    /etc/ld.so.cache, then the default directories;
 //  - for the interpreters that read a library tree at start (python3.N, perl) and for

@@ -5,9 +5,11 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -94,6 +96,42 @@ TEST(ProgramViewTest, LinksAreKeptAndInterpretersGetTheirTrees) {
   // Nothing of another program.
   EXPECT_FALSE(Contains(view.files, RealPath("/usr/bin/perl")));
   EXPECT_FALSE(Contains(view.files, RealPath("/usr/bin/id")));
+}
+
+// A program in the workspace (anyone's file) gets the system loader and the libraries
+// it names from the host's library directories, and nothing it could name otherwise.
+TEST(ProgramViewTest, AWorkspaceProgramCannotPullInOtherHostFiles) {
+  char tmpl[] = "/tmp/program-view-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string ws = tmpl;
+  std::ifstream in("/usr/bin/true", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string elf = ss.str();
+  auto write = [&ws](const std::string& name, const std::string& bytes) {
+    std::ofstream(ws + "/" + name, std::ios::binary) << bytes;
+  };
+  write("plain", elf);
+  // The same program with PT_INTERP naming another host program (padded with NULs).
+  std::string other = elf;
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  size_t at = other.find(loader);
+  ASSERT_NE(at, std::string::npos);
+  const std::string id = "/usr/bin/id";
+  other.replace(at, loader.size(), id + std::string(loader.size() - id.size(), '\0'));
+  write("other-loader", other);
+  ASSERT_EQ(symlink("/usr/bin/id", (ws + "/link-out").c_str()), 0);
+
+  ProgramView plain = PlanProgramView({"/workspace/plain"}, ws);
+  for (const std::string& file : LddFiles("/usr/bin/true")) EXPECT_TRUE(Contains(plain.files, file)) << file;
+  EXPECT_FALSE(Contains(plain.files, RealPath("/usr/bin/true")));  // the workspace holds it
+
+  ProgramView odd = PlanProgramView({"/workspace/other-loader"}, ws);
+  EXPECT_FALSE(Contains(odd.files, RealPath("/usr/bin/id")));
+  // A link out of the workspace is not followed.
+  ProgramView out = PlanProgramView({"/workspace/link-out"}, ws);
+  EXPECT_TRUE(out.files.empty());
+  std::system(("rm -rf '" + ws + "'").c_str());
 }
 
 TEST(ProgramViewTest, AnAbsentProgramGivesNothing) {
