@@ -5,11 +5,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -43,17 +46,108 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-}  // namespace
+// One read of the policy file: its bytes and what stat said of it before and after.
+struct FileRead {
+  std::string text;
+  struct stat before {};
+  struct stat after {};
+};
 
-absl::StatusOr<std::unique_ptr<PolicyReloader>> PolicyReloader::Create(std::string path) {
-  auto first = LoadPolicyFile(path);
-  if (!first.ok()) return first.status();
-  Log(LogLevel::kInfo, "policy.loaded", {{"path", path}, {"policy_sha256", (*first)->sha256}});
-  return std::unique_ptr<PolicyReloader>(new PolicyReloader(std::move(path), *std::move(first)));
+bool SameStat(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
+         a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+         a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
 }
 
-PolicyReloader::PolicyReloader(std::string path, std::shared_ptr<const Snapshot> first)
-    : path_(std::move(path)), current_(std::move(first)) {}
+// Reads the whole file (at most kMaxPolicyBytes). Errors as LoadPolicyFile's.
+absl::StatusOr<FileRead> ReadOnce(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    int err = errno;
+    std::string why = absl::StrCat(path, ": ", std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(why);
+    if (err == EACCES) return absl::PermissionDeniedError(why);
+    return absl::DataLossError(why);
+  }
+  FileRead read_result;
+  absl::Status status;
+  if (fstat(fd, &read_result.before) != 0) {
+    status = absl::DataLossError(absl::StrCat(path, ": fstat: ", std::strerror(errno)));
+  } else if (!S_ISREG(read_result.before.st_mode)) {
+    status = absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  char buffer[65536];
+  while (status.ok()) {
+    ssize_t got = read(fd, buffer, sizeof(buffer));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      status = absl::DataLossError(absl::StrCat(path, ": read error"));
+      break;
+    }
+    if (got == 0) break;
+    read_result.text.append(buffer, static_cast<size_t>(got));
+    if (read_result.text.size() > kMaxPolicyBytes) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat(path, ": the file is larger than ", kMaxPolicyBytes, " bytes"));
+    }
+  }
+  if (status.ok() && fstat(fd, &read_result.after) != 0) {
+    status = absl::DataLossError(absl::StrCat(path, ": fstat: ", std::strerror(errno)));
+  }
+  close(fd);
+  if (!status.ok()) return status;
+  return read_result;
+}
+
+// The file's text once it has stayed the same for `options.stable_ms`: two reads that
+// long apart with the same bytes, and the same inode, size, mtime and ctime before and
+// after each. Errors: those of ReadOnce; UNAVAILABLE policy_file_unstable.
+absl::StatusOr<std::string> ReadSettled(const std::string& path, const ReloaderOptions& options) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.max_settle_ms);
+  auto first = ReadOnce(path);
+  if (!first.ok()) return first.status();
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(options.stable_ms));
+    auto second = ReadOnce(path);
+    if (!second.ok()) return second.status();
+    const bool settled = SameStat(first->before, first->after) &&
+                         SameStat(second->before, second->after) &&
+                         SameStat(first->after, second->before) && first->text == second->text;
+    if (settled) return std::move(second->text);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "policy_file_unstable: ", path, " kept changing for ", options.max_settle_ms,
+          " ms; a policy is installed only once it has stayed the same for ",
+          options.stable_ms, " ms"));
+    }
+    first = std::move(second);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const Snapshot>> LoadSettled(const std::string& path,
+                                                            const ReloaderOptions& options) {
+  auto text = ReadSettled(path, options);
+  if (!text.ok()) return text.status();
+  return LoadPolicyText(*text, BaseName(path));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PolicyReloader>> PolicyReloader::Create(std::string path,
+                                                                       ReloaderOptions options) {
+  options.stable_ms = std::max<int64_t>(0, options.stable_ms);
+  options.max_settle_ms = std::max<int64_t>(0, options.max_settle_ms);
+  auto first = LoadSettled(path, options);
+  if (!first.ok()) return first.status();
+  Log(LogLevel::kInfo, "policy.loaded", {{"path", path}, {"policy_sha256", (*first)->sha256}});
+  return std::unique_ptr<PolicyReloader>(
+      new PolicyReloader(std::move(path), options, *std::move(first)));
+}
+
+PolicyReloader::PolicyReloader(std::string path, ReloaderOptions options,
+                               std::shared_ptr<const Snapshot> first)
+    : path_(std::move(path)), options_(options), current_(std::move(first)) {}
 
 PolicyReloader::~PolicyReloader() {
   int fd = pipe_write_.load();
@@ -83,7 +177,7 @@ std::string PolicyReloader::last_error() const {
 
 absl::Status PolicyReloader::ReloadNow() {
   std::lock_guard<std::mutex> reload_lock(reload_mu_);
-  auto next = LoadPolicyFile(path_);
+  auto next = LoadSettled(path_, options_);
   absl::Status result = next.status();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,7 +1,7 @@
 // Hot reload of the access policy: keeps the current Snapshot and replaces it when the
 // file changes (inotify) or when the process is asked to (SIGHUP).
 //
-// A reload reads the file, validates it and runs its inline examples (LoadPolicyFile);
+// A reload reads the file, validates it and runs its inline examples (LoadPolicyText);
 // only a snapshot that passed all of that is swapped in, atomically. An invalid, half
 // written or missing file leaves the old policy in force: the error is logged
 // ("policy.reload_failed"), counted (reload_errors()) and kept (last_error()) for the
@@ -14,6 +14,16 @@
 // temporary file and rename it over the policy (the atomic way). A writer that is still
 // writing has not closed the file yet, so nothing is read early; one that closes a
 // partial file gets a failed reload and the old policy stays.
+//
+// Only a file written whole is installed: a writer may close the file between pieces
+// (a shell appending line by line, a tool writing in chunks), and a prefix of a policy
+// can parse as a valid policy with fewer grants or bounds. So a reload reads the file,
+// waits `stable_ms`, and reads it again: only when both reads hold the same bytes (same
+// SHA-256) and the file's identity, size, mtime and ctime did not change in between is
+// the text loaded; otherwise it looks again, up to `max_settle_ms`, and then fails with
+// "policy_file_unstable" (the old policy stays; the writer's final close brings another
+// reload). A writer that pauses longer than `stable_ms` between pieces is not detected:
+// write a temporary file and rename it over the policy (docs/policy.md).
 //
 // Thread-safety: every method is thread-safe. RequestReloadFromSignal() is also
 // async-signal-safe.
@@ -34,11 +44,20 @@
 
 namespace gantry::policy {
 
+struct ReloaderOptions {
+  // How long the file must stay the same (bytes and metadata) before it is installed.
+  int64_t stable_ms = 250;
+  // How long one reload waits for the file to settle before it fails.
+  int64_t max_settle_ms = 5000;
+};
+
 class PolicyReloader {
  public:
-  // Loads `path` once. Errors: those of LoadPolicyFile (a service must not start
-  // without a valid policy).
-  static absl::StatusOr<std::unique_ptr<PolicyReloader>> Create(std::string path);
+  // Loads `path` once (the first load also waits for the file to be stable). Errors:
+  // those of LoadPolicyFile (a service must not start without a valid policy);
+  // UNAVAILABLE policy_file_unstable when the file kept changing.
+  static absl::StatusOr<std::unique_ptr<PolicyReloader>> Create(std::string path,
+                                                                ReloaderOptions options = {});
 
   // Stops the watcher thread, if any, and detaches the SIGHUP hook if it points here.
   ~PolicyReloader();
@@ -77,10 +96,12 @@ class PolicyReloader {
   bool WaitForAttemptsForTest(uint64_t n, int64_t timeout_ms);
 
  private:
-  explicit PolicyReloader(std::string path, std::shared_ptr<const Snapshot> first);
+  PolicyReloader(std::string path, ReloaderOptions options,
+                 std::shared_ptr<const Snapshot> first);
   void WatchLoop();
 
   const std::string path_;
+  const ReloaderOptions options_;
   mutable std::mutex mu_;  // guards current_ and last_error_
   std::shared_ptr<const Snapshot> current_;
   std::string last_error_;

@@ -1,7 +1,12 @@
 #include "policy/policy_reloader.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +14,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "common/sha256.h"
 #include "policy/policy_decide.h"
 #include "policy/policy_test_util.h"
 
@@ -49,6 +55,16 @@ class ReloaderTest : public ::testing::Test {
     r.model = "m1";
     Decision d = Decide(*reloader_->Current(), r);
     return d.clamps.empty() ? "" : d.clamps[0].applied;
+  }
+
+  // Waits until the installed policy has `sha256`.
+  bool WaitUntilInstalled(const std::string& sha256) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+    while (std::chrono::steady_clock::now() < until) {
+      if (reloader_->Current()->sha256 == sha256) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
   }
 
   std::string dir_;
@@ -140,6 +156,76 @@ TEST_F(ReloaderTest, SighupRequestsAReload) {
   attempts = reloader_->reload_attempts();
   reloader_->RequestReloadFromSignal();
   ASSERT_TRUE(reloader_->WaitForAttemptsForTest(attempts + 1, kWaitMs));
+}
+
+// A writer that writes the policy in pieces, closing the file after each (as a shell
+// appending line by line does): every prefix ends at a line and parses as a valid policy
+// with fewer grants, and each close is an IN_CLOSE_WRITE. Only the whole file may ever
+// be installed.
+TEST_F(ReloaderTest, APolicyWrittenInPiecesIsInstalledOnlyWhole) {
+  ASSERT_TRUE(reloader_->StartWatching().ok());
+  const std::string grant_alice =
+      "  - {user: alice, models: {m1: {max_tokens: {max: 700, action: clamp}}}}\n";
+  const std::string grant_bob = "  - {user: bob, models: {m2: {}}}\n";
+  const std::string grant_carol = "  - {user: carol, models: {m1: {}, m2: {}}}\n";
+  const std::vector<std::string> pieces = {TestPolicyHead() + "grants:\n" + grant_alice,
+                                           grant_bob, grant_carol};
+  std::set<std::string> prefixes;  // the hashes of every proper prefix written
+  std::string so_far;
+  for (size_t i = 0; i + 1 < pieces.size(); ++i) {
+    so_far += pieces[i];
+    ASSERT_TRUE(LoadPolicyText(so_far, "prefix").ok()) << "prefix " << i << " must parse";
+    prefixes.insert(Sha256Hex(so_far));
+  }
+  const std::string whole = so_far + pieces.back();
+  ASSERT_TRUE(LoadPolicyText(whole, "whole").ok());
+
+  // Samples what is installed while the writer writes.
+  std::atomic<bool> done{false};
+  std::set<std::string> seen;
+  std::thread sampler([&] {
+    while (!done.load()) {
+      seen.insert(reloader_->Current()->sha256);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const uint64_t reloads_before = reloader_->reloads();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC | (i == 0 ? O_TRUNC : O_APPEND));
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, pieces[i].data(), pieces[i].size()),
+              static_cast<ssize_t>(pieces[i].size()));
+    ASSERT_EQ(close(fd), 0);
+    // Well inside the stability interval (250 ms), long enough for a reload to run.
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  }
+  ASSERT_TRUE(WaitUntilInstalled(Sha256Hex(whole)));
+  done = true;
+  sampler.join();
+  seen.insert(reloader_->Current()->sha256);
+  for (const auto& prefix : prefixes) EXPECT_EQ(seen.count(prefix), 0u) << "a prefix was installed";
+  EXPECT_EQ(reloader_->reloads(), reloads_before + 1);  // straight to the whole file
+  EXPECT_EQ(CurrentMax(), "700");
+}
+
+// A file that never stops changing is never installed; the old policy stays.
+TEST_F(ReloaderTest, AFileThatKeepsChangingIsRefused) {
+  auto reloader = PolicyReloader::Create(path_, ReloaderOptions{100, 400});
+  ASSERT_TRUE(reloader.ok()) << reloader.status();
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int i = 0; !done.load(); ++i) {
+      Write(path_, PolicyWithMaxTokens(1000 + i));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  absl::Status status = (*reloader)->ReloadNow();
+  done = true;
+  writer.join();
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+  EXPECT_NE(status.message().find("policy_file_unstable"), absl::string_view::npos) << status;
+  EXPECT_EQ((*reloader)->reloads(), 0u);
+  EXPECT_EQ((*reloader)->reload_errors(), 1u);
 }
 
 TEST(ReloaderCreateTest, AnInvalidFirstPolicyIsAnError) {
