@@ -71,6 +71,8 @@ constexpr ErrorReason kReasons[] = {
      "the request line or header section exceeds the size limit"},
     {"server_busy", C::kUnavailable, 503, true,
      "the gateway is at its connection limit"},
+    {"request_timeout", C::kDeadlineExceeded, 408, false,
+     "the request's head or body did not arrive in time, or its body came too slowly"},
     {"internal", C::kInternal, 500, false, "a bug in Gantry"},
 };
 

@@ -1,6 +1,7 @@
 #include "router/http/http_parser.h"
 
 #include <string>
+#include <vector>
 
 #include "common/error_codes.h"
 #include "common/status.h"
@@ -135,6 +136,56 @@ TEST(HttpParser, ExpectContinueReported) {
   EXPECT_EQ(out.state, ParseState::kNeedMore);
   EXPECT_TRUE(out.headers_complete);
   EXPECT_TRUE(out.expect_continue);
+}
+
+// The incremental parser fed one byte at a time: the head is reported once, before any
+// body byte, and the chunked body and the pipelined request behind it come out whole.
+TEST(RequestParser, ByteAtATime) {
+  std::string text =
+      "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n"
+      "GET /b HTTP/1.1\r\nHost: a\r\n\r\n";
+  RequestParser parser(HttpLimits{});
+  std::vector<std::string> seen;
+  int heads = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    absl::string_view byte = absl::string_view(text).substr(i, 1);
+    size_t used = 0;
+    while (true) {
+      RequestParser::Step step = parser.Feed(byte.substr(used));
+      used += step.consumed;
+      if (step.event == RequestParser::Event::kHeadersComplete) {
+        ++heads;
+        EXPECT_EQ(parser.body_bytes(), 0u);
+        continue;
+      }
+      if (step.event == RequestParser::Event::kComplete) {
+        HttpRequest r = parser.TakeRequest();
+        seen.push_back(r.path + ":" + r.body);
+        continue;
+      }
+      ASSERT_EQ(step.event, RequestParser::Event::kNeedMore) << parser.error();
+      break;
+    }
+    EXPECT_EQ(used, 1u);
+  }
+  EXPECT_EQ(heads, 2);
+  EXPECT_EQ(seen, (std::vector<std::string>{"/a:hello world", "/b:"}));
+}
+
+TEST(HttpParser, StrictWhereLlhttpIsLenient) {
+  ExpectError("GET / HTTP/1.1\nHost: a\r\n\r\n", "invalid_request", 400);
+  ExpectError("GET / HTTP/1.1\r\nHost: a\r\n\n", "invalid_request", 400);
+  ExpectError("GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+              "invalid_request", 400);
+  ExpectError("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+              "invalid_request", 400);
+  ExpectError("GET /\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", "invalid_request", 400);
+  // A chunk whose size line says it cannot fit is refused before its data.
+  HttpLimits limits;
+  limits.max_body_bytes = 10;
+  ExpectError("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n",
+              "body_too_large", 413, limits);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ const char* ReasonPhrase(int status) {
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 413: return "Content Too Large";
     case 422: return "Unprocessable Content";
@@ -74,14 +75,25 @@ std::string StatusLineAndHeaders(int status, const HeaderList& headers) {
 struct Conn {
   uint64_t id = 0;
   int fd = -1;                 // (loop) -1 once closed
+  uint32_t peer = 0;           // (loop) the client's IPv4 address, network order
   std::unique_ptr<Transport> transport;  // (loop) plain or TLS over `fd`
   bool read_wants_write = false;         // (loop) TLS: a read waits for writability
   bool watching_writable = false;        // (loop) EPOLLOUT is in the fd's epoll interest
-  std::string in;              // (loop) received, not yet parsed
-  int64_t last_active_ms = 0;  // (loop)
+  std::unique_ptr<RequestParser> parser;  // (loop) the request being received
+  std::string in;              // (loop) received while a request is answered, not parsed
+  int64_t last_active_ms = 0;  // (loop) when the last response ended
   int64_t accepted_ms = 0;     // (loop)
+  int64_t head_started_ms = 0;  // (loop) the first byte of the request under way
+  int64_t head_done_ms = 0;     // (loop) the end of its head
+  uint64_t served = 0;         // (loop) responses ended on this connection
   bool handling = false;       // (loop) a request is being answered
   bool sent_continue = false;  // (loop)
+  // (loop) A refused request: input is discarded; once the answer is out the write side
+  // is shut and the connection closes at `drain_until_ms` or when the client closes.
+  bool draining = false;
+  bool write_shut = false;
+  int64_t drain_until_ms = 0;
+  size_t drained_bytes = 0;
 
   std::mutex mu;
   uint64_t generation = 0;     // which request's response `response` describes
@@ -98,6 +110,11 @@ struct Conn {
   bool ended_by_writer = false;  // the response ended and was sent, the loop not told yet
   std::function<void()> on_close;
 };
+
+// How long a refused request's connection discards input before it closes, and how
+// much.
+constexpr int64_t kDrainMs = 2000;
+constexpr size_t kMaxDrainBytes = 4u << 20;
 
 }  // namespace
 
@@ -130,14 +147,43 @@ class HttpServer::Impl {
  private:
   void Loop();
   void Accept();
+  // Answers 503 server_busy on a connection that is not kept, and closes it.
+  void Refuse(int fd, const char* why);
   void OnReadable(const std::shared_ptr<Conn>& conn);
   // Flushes output; completes the response cycle; parses the next request.
   void Service(const std::shared_ptr<Conn>& conn);
+  // Parses the bytes buffered in conn->in (after a response ended).
   void TryParse(const std::shared_ptr<Conn>& conn);
+  // Feeds `data` to the connection's parser up to a complete request (left in *ready)
+  // or an error (answered here); returns the bytes used. Never touches conn->in.
+  size_t Consume(const std::shared_ptr<Conn>& conn, absl::string_view data,
+                 std::unique_ptr<HttpRequest>* ready);
+  // Answers a request that is refused before it is handled, and starts draining.
+  void RefuseRequest(const std::shared_ptr<Conn>& conn, const absl::Status& status);
+  // Hands a complete request to the handler (pool or loop thread).
+  void Dispatch(const std::shared_ptr<Conn>& conn, std::unique_ptr<HttpRequest> request);
+  // Deadlines of connections that are not being answered (the sweep).
+  void CheckDeadlines(const std::shared_ptr<Conn>& conn, int64_t now,
+                      std::vector<std::shared_ptr<Conn>>* to_close);
   void Close(const std::shared_ptr<Conn>& conn);
   void UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write);
   void PoolLoop();
 
+ public:
+  uint64_t refused() const { return refused_.load(); }
+  uint64_t timed_out() const { return timed_out_.load(); }
+  double loop_cpu_seconds() const {
+    clockid_t clock;
+    timespec ts{};
+    if (!loop_thread_.joinable() ||
+        pthread_getcpuclockid(const_cast<std::thread&>(loop_thread_).native_handle(), &clock) != 0 ||
+        clock_gettime(clock, &ts) != 0) {
+      return 0;
+    }
+    return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+  }
+
+ private:
   HttpServerOptions options_;
   Handler handler_;
   int listen_fd_ = -1;
@@ -151,6 +197,10 @@ class HttpServer::Impl {
   std::atomic<size_t> conn_count_{0};
   uint64_t next_id_ = 1;
   int64_t last_sweep_ms_ = 0;  // (loop)
+  std::unordered_map<uint32_t, size_t> per_peer_;  // (loop) open connections per address
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> timed_out_{0};  // requests answered 408
+  int64_t accept_paused_until_ms_ = 0;  // (loop) out of descriptors: accept later
 
   std::mutex dirty_mu_;
   std::vector<std::shared_ptr<Conn>> dirty_;
@@ -413,7 +463,7 @@ void HttpServer::Impl::Loop() {
   pthread_setname_np(pthread_self(), "http-loop");  // shown by top -H and perf
   epoll_event events[64];
   while (!stopping_) {
-    int n = epoll_wait(epoll_fd_, events, 64, 500);
+    int n = epoll_wait(epoll_fd_, events, 64, 50);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       uint64_t key = events[i].data.u64;
@@ -443,63 +493,140 @@ void HttpServer::Impl::Loop() {
     for (auto& conn : dirty) {
       if (conn->fd >= 0) Service(conn);
     }
-    // Idle keep-alive connections, and responses their writers ended (Service finishes
-    // those cycles), looked at most every 50 ms.
+    // Deadlines, and responses their writers ended (Service finishes those cycles),
+    // looked at most every 50 ms.
     int64_t now = NowMs();
     if (now - last_sweep_ms_ < 50) continue;
     last_sweep_ms_ = now;
-    std::vector<std::shared_ptr<Conn>> idle, ended;
+    if (accept_paused_until_ms_ != 0 && now >= accept_paused_until_ms_) {
+      accept_paused_until_ms_ = 0;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = 0;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+    }
+    std::vector<std::shared_ptr<Conn>> to_close, ended;
     for (auto& [id, conn] : conns_) {
-      if (conn->handling) {
+      if (conn->draining) {
+        if (now >= conn->drain_until_ms) to_close.push_back(conn);
+      } else if (conn->handling) {
         std::lock_guard<std::mutex> lock(conn->mu);
         if (conn->ended_by_writer) ended.push_back(conn);
-      } else if (now - conn->last_active_ms > options_.idle_timeout_ms ||
-                 (!conn->transport->Established() &&
-                  now - conn->accepted_ms > options_.handshake_timeout_ms)) {
-        idle.push_back(conn);
+      } else {
+        CheckDeadlines(conn, now, &to_close);
       }
     }
     for (auto& conn : ended) {
       if (conn->fd >= 0) Service(conn);
     }
-    for (auto& conn : idle) Close(conn);
+    for (auto& conn : to_close) Close(conn);
   }
   std::vector<std::shared_ptr<Conn>> all;
   for (auto& [id, conn] : conns_) all.push_back(conn);
   for (auto& conn : all) Close(conn);
 }
 
+void HttpServer::Impl::CheckDeadlines(const std::shared_ptr<Conn>& conn, int64_t now,
+                                      std::vector<std::shared_ptr<Conn>>* to_close) {
+  if (!conn->transport->Established()) {
+    if (now - conn->accepted_ms > options_.handshake_timeout_ms) to_close->push_back(conn);
+    return;
+  }
+  const RequestParser& parser = *conn->parser;
+  std::string why;
+  if (!parser.started()) {
+    // Nothing of a request yet: the first must begin within the head deadline of the
+    // accept, a later one within the idle timeout of the last response. Closed quietly.
+    const bool first = conn->served == 0;
+    const int64_t since = first ? conn->accepted_ms : conn->last_active_ms;
+    if (now - since > (first ? options_.head_timeout_ms : options_.idle_timeout_ms)) {
+      to_close->push_back(conn);
+    }
+    return;
+  }
+  if (!parser.headers_complete()) {
+    if (now - conn->head_started_ms > options_.head_timeout_ms) {
+      why = absl::StrCat("the request head did not arrive within ", options_.head_timeout_ms,
+                         " ms");
+    }
+  } else {
+    const int64_t elapsed = now - conn->head_done_ms;
+    if (elapsed > options_.body_timeout_ms) {
+      why = absl::StrCat("the request body did not arrive within ", options_.body_timeout_ms,
+                         " ms");
+    } else if (options_.min_body_bytes_per_s > 0 && elapsed > options_.body_rate_grace_ms &&
+               static_cast<double>(parser.body_bytes()) <
+                   static_cast<double>(options_.min_body_bytes_per_s) * elapsed / 1000.0) {
+      why = absl::StrCat("the request body arrives slower than ",
+                         options_.min_body_bytes_per_s, " bytes/s");
+    }
+  }
+  if (why.empty()) return;
+  // Not logged one by one: a slowloris would turn each of its connections into a line.
+  ++timed_out_;
+  RefuseRequest(conn, ReasonError("request_timeout", why));
+}
+
+void HttpServer::Impl::Refuse(int fd, const char* why) {
+  ++refused_;
+  if (options_.tls) {
+    close(fd);  // no plain-text answer on a TLS port, and no handshake to spare
+    return;
+  }
+  HttpResponse busy = ErrorResponse(WithRetryAfter(ReasonError("server_busy", why), 1000));
+  busy.headers.emplace_back("Content-Length", absl::StrCat(busy.body.size()));
+  busy.headers.emplace_back("Connection", "close");
+  std::string bytes = StatusLineAndHeaders(busy.status, busy.headers) + "\r\n" + busy.body;
+  ssize_t sent = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)sent;
+  close(fd);
+}
+
 void HttpServer::Impl::Accept() {
   while (true) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof(peer);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors: the listener stays readable, so stop watching it for a
+        // moment instead of spinning (the pending connections wait in the backlog).
+        accept_paused_until_ms_ = NowMs() + 100;
+        epoll_event ev{};
+        ev.events = 0;
+        ev.data.u64 = 0;
+        epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+      }
+      return;
+    }
+    const uint32_t address = peer.sin_addr.s_addr;
+    if (conns_.size() >= options_.max_connections) {
+      Refuse(fd, "too many open connections");
+      continue;
+    }
+    if (options_.max_connections_per_peer > 0) {
+      auto it = per_peer_.find(address);
+      if (it != per_peer_.end() && it->second >= options_.max_connections_per_peer) {
+        Refuse(fd, "too many open connections from this address");
+        continue;
+      }
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (conns_.size() >= options_.max_connections && options_.tls) {
-      close(fd);  // no plain-text answer on a TLS port, and no handshake to spare
-      continue;
-    }
-    if (conns_.size() >= options_.max_connections) {
-      HttpResponse busy = ErrorResponse(WithRetryAfter(
-          ReasonError("server_busy", "too many open connections"), 1000));
-      busy.headers.emplace_back("Content-Length", absl::StrCat(busy.body.size()));
-      busy.headers.emplace_back("Connection", "close");
-      std::string bytes = StatusLineAndHeaders(busy.status, busy.headers) + "\r\n" + busy.body;
-      ssize_t sent = send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      (void)sent;
-      close(fd);
-      continue;
-    }
     auto conn = std::make_shared<Conn>();
     conn->transport = options_.tls ? options_.tls->NewServerTransport(fd) : NewPlainTransport(fd);
     if (!conn->transport) {
       close(fd);
       continue;
     }
+    conn->parser = std::make_unique<RequestParser>(options_.limits);
     conn->id = next_id_++;
     conn->fd = fd;
-    conn->last_active_ms = conn->accepted_ms = NowMs();
+    conn->peer = address;
+    conn->last_active_ms = conn->accepted_ms = conn->head_started_ms = NowMs();
     conns_[conn->id] = conn;
+    ++per_peer_[address];
     conn_count_ = conns_.size();
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -517,11 +644,25 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
   while (true) {
     IoResult r = conn->transport->Read(buf, sizeof(buf));
     if (r.bytes > 0) {
-      conn->in.append(buf, r.bytes);
-      conn->last_active_ms = NowMs();
-      if (conn->in.size() > 2 * cap) {
-        Close(conn);
-        return;
+      if (conn->draining) {
+        conn->drained_bytes += r.bytes;
+        if (conn->drained_bytes > kMaxDrainBytes) {
+          Close(conn);
+          return;
+        }
+      } else if (!conn->handling && conn->in.empty()) {
+        // The common case: parsed straight from the read buffer, nothing kept.
+        std::unique_ptr<HttpRequest> ready;
+        size_t used = Consume(conn, absl::string_view(buf, r.bytes), &ready);
+        if (conn->fd < 0) return;
+        if (used < r.bytes && !conn->draining) conn->in.append(buf + used, r.bytes - used);
+        if (ready) Dispatch(conn, std::move(ready));
+      } else {
+        conn->in.append(buf, r.bytes);
+        if (conn->in.size() > 2 * cap) {
+          Close(conn);
+          return;
+        }
       }
       // A short read took all the socket held; epoll (level-triggered) reports more.
       // Saves the read that would only say EAGAIN. TLS may hold decrypted bytes.
@@ -543,21 +684,79 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
     }
     break;
   }
-  if (!conn->handling) TryParse(conn);
+}
+
+size_t HttpServer::Impl::Consume(const std::shared_ptr<Conn>& conn, absl::string_view data,
+                                 std::unique_ptr<HttpRequest>* ready) {
+  RequestParser& parser = *conn->parser;
+  size_t pos = 0;
+  while (true) {
+    const bool was_started = parser.started();
+    RequestParser::Step step = parser.Feed(data.substr(pos));
+    pos += step.consumed;
+    if (!was_started && parser.started() && conn->served > 0) conn->head_started_ms = NowMs();
+    switch (step.event) {
+      case RequestParser::Event::kNeedMore:
+        return pos;
+      case RequestParser::Event::kHeadersComplete: {
+        conn->head_done_ms = NowMs();
+        if (options_.on_headers) {
+          absl::Status verdict = options_.on_headers(parser.request());
+          if (!verdict.ok()) {
+            RefuseRequest(conn, verdict);
+            return data.size();
+          }
+        }
+        if (parser.expect_continue() && !conn->sent_continue) {
+          conn->sent_continue = true;
+          std::lock_guard<std::mutex> lock(conn->mu);
+          conn->out.append("HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        continue;
+      }
+      case RequestParser::Event::kComplete:
+        *ready = std::make_unique<HttpRequest>(parser.TakeRequest());
+        return pos;
+      case RequestParser::Event::kError:
+        RefuseRequest(conn, parser.error());
+        return data.size();
+    }
+  }
+}
+
+void HttpServer::Impl::RefuseRequest(const std::shared_ptr<Conn>& conn,
+                                     const absl::Status& status) {
+  conn->handling = true;
+  conn->sent_continue = false;
+  conn->draining = true;
+  conn->drain_until_ms = NowMs() + kDrainMs;
+  conn->in.clear();
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(conn->mu);
+    generation = ++conn->generation;
+    conn->response = Conn::Response::kNone;
+    conn->keep_alive = false;
+    conn->input_buffered = false;
+  }
+  ConnWriter writer(this, conn, generation);
+  writer.Send(ErrorResponse(status));
 }
 
 void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
   if (conn->fd < 0 || conn->handling || conn->in.empty()) return;
-  auto request = std::make_unique<HttpRequest>();
-  ParseOutcome outcome = ParseHttpRequest(conn->in, options_.limits, request.get());
-  if (outcome.state == ParseState::kNeedMore) {
-    if (outcome.headers_complete && outcome.expect_continue && !conn->sent_continue) {
-      conn->sent_continue = true;
-      std::lock_guard<std::mutex> lock(conn->mu);
-      conn->out.append("HTTP/1.1 100 Continue\r\n\r\n");
-    }
+  std::unique_ptr<HttpRequest> ready;
+  size_t used = Consume(conn, conn->in, &ready);
+  if (conn->draining) {
+    conn->in.clear();
     return;
   }
+  conn->in.erase(0, used);
+  if (ready) Dispatch(conn, std::move(ready));
+}
+
+void HttpServer::Impl::Dispatch(const std::shared_ptr<Conn>& conn,
+                                std::unique_ptr<HttpRequest> request) {
   conn->handling = true;
   conn->sent_continue = false;
   uint64_t generation;
@@ -565,23 +764,10 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
     std::lock_guard<std::mutex> lock(conn->mu);
     generation = ++conn->generation;
     conn->response = Conn::Response::kNone;
-  }
-  auto writer = std::make_shared<ConnWriter>(this, conn, generation);
-  if (outcome.state == ParseState::kError) {
-    {
-      std::lock_guard<std::mutex> lock(conn->mu);
-      conn->keep_alive = false;
-    }
-    conn->in.clear();
-    writer->Send(ErrorResponse(outcome.error));
-    return;
-  }
-  conn->in.erase(0, outcome.consumed);
-  {
-    std::lock_guard<std::mutex> lock(conn->mu);
     conn->keep_alive = request->keep_alive;
     conn->input_buffered = !conn->in.empty();  // a pipelined request waits for the loop
   }
+  auto writer = std::make_shared<ConnWriter>(this, conn, generation);
   if (options_.run_on_loop && options_.run_on_loop(*request)) {
     handler_(std::move(*request), std::move(writer));
     return;
@@ -613,6 +799,7 @@ void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {
 }
 
 void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
+  if (conn->write_shut) return;  // draining: only reads and the drain deadline matter
   bool want_write = false, finished = false, close_now = false;
   {
     std::lock_guard<std::mutex> lock(conn->mu);
@@ -649,6 +836,15 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
       conn->on_close = nullptr;  // the response ended: nothing to cancel any more
     }
   }
+  if (close_now && conn->draining && !options_.tls && !conn->overflow) {
+    // The answer to a refused request is out: shut the write side and discard what the
+    // client still sends until it closes or the drain ends (a close with unread input
+    // would reset the connection, and the client could lose the answer).
+    shutdown(conn->fd, SHUT_WR);
+    conn->write_shut = true;
+    UpdateInterest(conn, false);
+    return;
+  }
   if (close_now) {
     Close(conn);
     return;
@@ -657,6 +853,7 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
   if (finished) {
     conn->handling = false;
     conn->last_active_ms = NowMs();
+    ++conn->served;
     TryParse(conn);  // a pipelined request may be waiting
   }
 }
@@ -685,6 +882,8 @@ void HttpServer::Impl::Close(const std::shared_ptr<Conn>& conn) {
   close(conn->fd);
   conn->fd = -1;
   conns_.erase(conn->id);
+  auto peer = per_peer_.find(conn->peer);
+  if (peer != per_peer_.end() && --peer->second == 0) per_peer_.erase(peer);
   conn_count_ = conns_.size();
   if (on_close) on_close();
 }
@@ -703,5 +902,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
 int HttpServer::port() const { return impl_->port(); }
 void HttpServer::Stop() { impl_->Stop(); }
 size_t HttpServer::connection_count() const { return impl_->connection_count(); }
+uint64_t HttpServer::refused_connections() const { return impl_->refused(); }
+uint64_t HttpServer::timed_out_requests() const { return impl_->timed_out(); }
+double HttpServer::loop_cpu_seconds() const { return impl_->loop_cpu_seconds(); }
 
 }  // namespace gantry::http

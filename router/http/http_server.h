@@ -22,11 +22,22 @@
 // that must read) waits for that direction; a failed handshake closes only its own
 // connection.
 //
-// Limits: at most `max_connections` open connections (one more is answered 503
-// server_busy and closed; with TLS, closed without an answer); `HttpLimits` for each
+// Limits: at most `max_connections` open connections, and `max_connections_per_peer`
+// from one IPv4 address (one more is answered 503 server_busy and closed at once, before
+// any state is kept for it; with TLS, closed without an answer); `HttpLimits` for each
 // request; `max_output_bytes` of unsent output per connection (a client that stops
-// reading is disconnected); idle keep-alive connections close after `idle_timeout_ms`,
-// TLS connections still in their handshake after `handshake_timeout_ms`.
+// reading is disconnected). Deadlines, none of them restarted by a byte (a client
+// trickling bytes cannot hold a connection): a request's head must be complete within
+// `head_timeout_ms` of its first byte (the first request's: of the accept), its body
+// within `body_timeout_ms` of the head, and after `body_rate_grace_ms` the body must
+// have come at `min_body_bytes_per_s` on average; each is answered 408 request_timeout
+// and the connection closed. A keep-alive connection with no request under way closes
+// after `idle_timeout_ms`; a TLS connection still in its handshake after
+// `handshake_timeout_ms`. `on_headers` may refuse a request once its header section is
+// complete, before its body is read (the gateway answers an unknown key 401 there).
+// After refusing a request the server stops reading it: it answers, half-closes, and
+// discards what the client still sends for a moment (so that the answer is not lost to
+// a reset), then closes.
 //
 // Thread-safety: Start/Stop from one thread. ResponseWriter methods are thread-safe
 // and may be called from any thread, also after the handler returned.
@@ -34,6 +45,7 @@
 #define GANTRY_ROUTER_HTTP_HTTP_SERVER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -89,10 +101,15 @@ struct HttpServerOptions {
   int port = 0;  // 0: an ephemeral port (see HttpServer::port())
   HttpLimits limits;
   size_t max_connections = 4096;
+  size_t max_connections_per_peer = 1024;  // 0: no limit per address
   size_t handler_threads = 32;       // started at once
   size_t max_handler_threads = 4096;
   size_t max_output_bytes = 32u << 20;
-  int idle_timeout_ms = 120000;
+  int idle_timeout_ms = 120000;  // between requests of a keep-alive connection
+  int head_timeout_ms = 10000;   // request line and headers, from their first byte
+  int body_timeout_ms = 60000;   // the whole body, from the end of the head
+  size_t min_body_bytes_per_s = 1024;  // 0: no minimum rate
+  int body_rate_grace_ms = 5000;       // of a body, before the rate is looked at
   // A TLS connection whose handshake is not done after this long is closed (a client
   // that stalls its handshake must not hold a connection slot for the idle timeout).
   int handshake_timeout_ms = 10000;
@@ -103,6 +120,11 @@ struct HttpServerOptions {
   // and never block (it may answer later from another thread). Called on the loop
   // thread; must be cheap.
   std::function<bool(const HttpRequest&)> run_on_loop;
+  // Optional. Called on the loop thread when a request's header section is complete
+  // (`head` has everything but the body), before any body byte is read; a non-OK status
+  // is answered at once (error_response.h) and the request's body is never read. Must
+  // be cheap and never block.
+  std::function<absl::Status(const HttpRequest& head)> on_headers;
 };
 
 class HttpServer {
@@ -123,6 +145,12 @@ class HttpServer {
   void Stop();
   // Open connections now (for /metrics and tests).
   size_t connection_count() const;
+  // Connections refused at accept (over a connection limit) so far.
+  uint64_t refused_connections() const;
+  // Requests answered 408 request_timeout (a deadline or the minimum rate) so far.
+  uint64_t timed_out_requests() const;
+  // CPU time of the event-loop thread so far, in seconds (tests, benchmarks).
+  double loop_cpu_seconds() const;
 
   class Impl;
 
