@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/file.h"
 #include "sandbox-svc/exec_format.h"
 #include "sandbox-svc/exec_supervisor.h"
 
@@ -49,19 +50,6 @@ bool IsRegularFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool ReadWhole(const char* path, size_t cap, std::string* out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n <= 0 || out->size() + static_cast<size_t>(n) > cap) break;
-    out->append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return !out->empty();
-}
-
 // /etc/ld.so.cache by library name.
 using LoaderIndex = absl::flat_hash_map<std::string, std::vector<std::string>>;
 
@@ -81,9 +69,8 @@ std::shared_ptr<const LoaderIndex> CurrentLoaderIndex() {
   std::lock_guard<std::mutex> lock(mu);
   if (*index != nullptr && SameFile(st, seen)) return *index;
   auto fresh = std::make_shared<LoaderIndex>();
-  std::string bytes;
-  if (ReadWhole("/etc/ld.so.cache", 16u << 20, &bytes)) {
-    for (auto& [name, path] : ReadLoaderCache(bytes)) (*fresh)[name].push_back(std::move(path));
+  if (auto bytes = ReadFileToString("/etc/ld.so.cache", size_t{16} << 20); bytes.ok()) {
+    for (auto& [name, path] : ReadLoaderCache(*bytes)) (*fresh)[name].push_back(std::move(path));
   }
   *index = std::move(fresh);
   seen = st;
