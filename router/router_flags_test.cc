@@ -60,21 +60,6 @@ TEST(RouterFlags, Refusals) {
   EXPECT_EQ(ParseRouterFlags(Base())->budget_sync_ms, 500);
 }
 
-TEST(RouterFlags, ListenerLimits) {
-  auto flags = ParseRouterFlags({"--policy", "p", "--models", "m", "--http-head-timeout-ms",
-                                 "2500", "--http-max-connections-per-peer", "0"});
-  ASSERT_TRUE(flags.ok()) << flags.status();
-  EXPECT_EQ(flags->http_head_timeout_ms, 2500);
-  EXPECT_EQ(flags->http_max_connections_per_peer, 0);
-  EXPECT_EQ(flags->http_body_timeout_ms, 60000);
-  EXPECT_EQ(flags->grpc_max_health_watchers, 64);
-  for (const char* bad : {"0", "x", "-5", "99999999999"}) {
-    auto refused = ParseRouterFlags({"--policy", "p", "--models", "m", "--http-max-connections", bad});
-    EXPECT_FALSE(refused.ok()) << bad;
-  }
-  EXPECT_FALSE(ParseRouterFlags({"--policy", "p", "--models", "m", "--http-body-timeout-ms"}).ok());
-}
-
 TEST(RouterFlags, KeyFilesBecomeBrokerOptions) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string prefix = dir + "/router_" + std::to_string(getpid());

@@ -64,7 +64,6 @@ int main(int argc, char** argv) {
     ledger::WriterOptions options;
     options.database_url = flags.ledger_url;
     options.spool_dir = flags.spool_dir;
-    options.key_file = flags.ledger_key;
     auto writer = ledger::LedgerWriter::Start(options);
     if (!writer.ok()) return Die("ledger", writer.status().ToString());
     ledger_writer = std::move(*writer);
@@ -103,16 +102,6 @@ int main(int argc, char** argv) {
   }
   // Small non-streamed requests are admitted on the loop thread (no hand-off).
   http_options.run_on_loop = &router::Gateway::AnswersWithoutBlocking;
-  // An unknown key is answered 401 once the headers are in, before the body is read.
-  http_options.on_headers = [&gateway](const http::HttpRequest& head) {
-    return gateway.CheckHead(head);
-  };
-  http_options.max_connections = static_cast<size_t>(flags.http_max_connections);
-  http_options.max_connections_per_peer = static_cast<size_t>(flags.http_max_connections_per_peer);
-  http_options.head_timeout_ms = flags.http_head_timeout_ms;
-  http_options.body_timeout_ms = flags.http_body_timeout_ms;
-  http_options.idle_timeout_ms = flags.http_idle_timeout_ms;
-  http_options.min_body_bytes_per_s = static_cast<size_t>(flags.http_min_body_rate);
   auto server = http::HttpServer::Start(
       http_options, [&gateway](http::HttpRequest request,
                                std::shared_ptr<http::ResponseWriter> writer) {
@@ -121,13 +110,8 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Die("listen", server.status().ToString());
   std::unique_ptr<router::GrpcGateway> grpc;  // --grpc-listen: the same pipeline over gRPC
   if (!flags.grpc_listen.empty()) {
-    router::GrpcGatewayOptions grpc_options;
-    grpc_options.listen = flags.grpc_listen;
-    grpc_options.tls_cert_path = flags.tls_cert;
-    grpc_options.tls_key_path = flags.tls_key;
-    grpc_options.max_concurrent_streams = flags.grpc_max_concurrent_streams;
-    grpc_options.max_health_watchers = flags.grpc_max_health_watchers;
-    auto started = router::GrpcGateway::Start(&gateway, grpc_options);
+    auto started = router::GrpcGateway::Start(
+        &gateway, {flags.grpc_listen, flags.tls_cert, flags.tls_key});
     if (!started.ok()) return Die("grpc-listen", started.status().ToString());
     grpc = std::move(*started);
   }
