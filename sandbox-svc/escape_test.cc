@@ -391,8 +391,10 @@ std::string ToolsPolicy(const std::vector<std::string>& executables,
   return testing::PolicyGranting("tools", executables, extra);
 }
 
+// The whole workspace is a write grant unless `read_only`.
 v1::ToolResult RunUnder(const std::string& policy_text, const std::string& ws,
-                        const std::vector<std::string>& argv, const std::string& stdin_data = "") {
+                        const std::vector<std::string>& argv, const std::string& stdin_data = "",
+                        bool read_only = false) {
   auto policy = policy::LoadPolicyText(policy_text, "escape.yaml");
   EXPECT_TRUE(policy.ok()) << policy.status() << "\n" << policy_text;
   if (!policy.ok()) return {};
@@ -400,7 +402,7 @@ v1::ToolResult RunUnder(const std::string& policy_text, const std::string& ws,
   options.policy = [snapshot = *policy] { return snapshot; };
   v1::ToolCall call = ExecCall(ws, argv);
   call.mutable_grant()->set_exec_rules("tools");
-  call.mutable_grant()->add_write_paths("**");
+  if (!read_only) call.mutable_grant()->add_write_paths("**");
   call.mutable_exec()->set_stdin(stdin_data);
   call.mutable_limits()->set_wall_ms(10000);
   return Sandbox(options).Run(call);
@@ -483,6 +485,51 @@ TEST_F(EscapeTest, IssueSeventeenReproductions) {
   }
   // (Or the rules refuse --git-dir up front, and nothing of git runs.)
   EXPECT_TRUE(hook_refused || r4.outcome() == v1::TOOL_DENIED) << r4.ShortDebugString();
+  EXPECT_EQ(t.successes(), 0);
+}
+
+// Found by a red team: a policy granted `/workspace/tool`, and the workspace link
+// `tool -> /lib64/ld-linux-x86-64.so.2` made the loader a granted program, which runs
+// any file (a copy of id, with --library-path) and any host program past its own rules
+// (cat of a file outside its operand globs). Now a workspace path whose links leave the
+// workspace names nothing, the loader is granted only by its own path, and without a
+// granted workspace program the workspace is mounted noexec.
+TEST_F(EscapeTest, AWorkspaceLinkToTheLoaderIsNotAGrantedProgram) {
+  EscapeTally t("the loader through a granted workspace path");
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat("cp /usr/bin/id idcopy && mkdir -p lib && "
+                                       "ln -s /lib64/ld-linux-x86-64.so.2 tool && "
+                                       "ln -s /usr/bin/id idlink && chown -R ", kUid, ":", kUid, " .")));
+  const std::string cat = "{executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}";
+  const std::string policy = ToolsPolicy({"/workspace/tool", "/workspace/idlink"}, {cat});
+  auto copy = RunUnder(policy, ws_, {"/workspace/tool", "--library-path", "/workspace/lib",
+                                     "/workspace/idcopy"}, "", /*read_only=*/true);
+  t.Attempt(absl::StrContains(copy.stdout(), "uid="), "the loader ran a copy of id");
+  EXPECT_TRUE(Refused(copy)) << copy.ShortDebugString();
+  auto host = RunUnder(policy, ws_, {"/workspace/tool", "/usr/bin/cat", "/etc/localtime"}, "",
+                       /*read_only=*/true);
+  t.Attempt(absl::StrContains(host.stdout(), "TZif"), "the loader ran cat past its globs");
+  EXPECT_TRUE(Refused(host)) << host.ShortDebugString();
+  auto link = RunUnder(policy, ws_, {"/workspace/idlink"}, "", /*read_only=*/true);
+  t.Attempt(absl::StrContains(link.stdout(), "uid="), "a workspace link to id ran id");
+  EXPECT_EQ(link.outcome(), v1::TOOL_DENIED) << link.ShortDebugString();
+  // The loader by its own path, not granted: refused like any other program.
+  auto direct = RunUnder(ToolsPolicy({"/usr/bin/env"}, {cat}), ws_,
+                         {"env", "/lib64/ld-linux-x86-64.so.2", "/usr/bin/cat", "/etc/localtime"},
+                         "", /*read_only=*/true);
+  t.Attempt(absl::StrContains(direct.stdout(), "TZif"), "env ran the loader");
+  EXPECT_TRUE(Refused(direct)) << direct.ShortDebugString();
+  // No workspace program is granted: nothing there can be mapped executable.
+  auto map = RunUnder(ToolsPolicy({"/usr/bin/perl"}), ws_,
+                      {"perl", "-e",
+                       "open F, '<', '/workspace/idcopy' or die; "
+                       "print syscall(9, 0, 4096, 5, 2, fileno(F), 0) == -1 ? \"refused: $!\" : 'mapped'"},
+                      "", /*read_only=*/true);
+  EXPECT_EQ(map.stdout(), "refused: Operation not permitted") << map.ShortDebugString();
+  t.Attempt(map.stdout() == "mapped", "PROT_EXEC mapping of a workspace file");
+  // Control: a workspace program that is granted (a regular file there) still runs.
+  auto granted = RunUnder(ToolsPolicy({"/workspace/idcopy"}), ws_, {"/workspace/idcopy", "-u"}, "",
+                          /*read_only=*/true);
+  EXPECT_EQ(granted.stdout(), "1000\n") << granted.ShortDebugString();
   EXPECT_EQ(t.successes(), 0);
 }
 

@@ -90,6 +90,8 @@ struct ChildPlan {
   };
   bool build_view = false;
   std::vector<ViewStep> view;
+  // Whether the workspace may hold programs (WorkspaceRunsPrograms); else noexec.
+  bool workspace_exec = true;
 };
 
 [[noreturn]] void ChildFail(const char* what) {
@@ -234,6 +236,14 @@ void BuildView(const ChildPlan& p) {
     }
     if (mount(ws_proc, kStageWorkspace, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
       ChildFail("bind workspace");
+    }
+    // noexec unless a workspace program is granted: then no file there can be mapped
+    // executable, not even by the loader (ld.so /workspace/copy-of-id). Locked, as for
+    // the writable paths below.
+    if (!p.workspace_exec &&
+        mount(nullptr, kStageWorkspace, nullptr,
+              MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOEXEC | MS_NOSUID | MS_NODEV, nullptr) != 0) {
+      ChildFail("remount workspace noexec");
     }
     BindWritable(p, ws);
     if (p.build_view) BuildView(p);
@@ -409,7 +419,14 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
     a.insert(a.end(), {"--symlink", target, path});
   }
   for (const auto& dir : layout.dirs) a.insert(a.end(), {"--ro-bind", dir, dir});
-  for (const auto& file : layout.etc) a.insert(a.end(), {"--ro-bind", file, file});
+  for (const auto& file : layout.etc) {
+    // With a program view, only the alternatives links its programs go through.
+    if (spec.only_programs && file == "/etc/alternatives") continue;
+    a.insert(a.end(), {"--ro-bind", file, file});
+  }
+  if (spec.only_programs) {
+    for (const auto& [path, target] : view.etc_links) a.insert(a.end(), {"--symlink", target, path});
+  }
   // No /proc: without it no process can write another's /proc/PID/mem (the exec
   // supervisor's arguments) or reach /proc/PID/root, /proc/self/fd magic links.
   a.insert(a.end(), {"--dev", "/dev"});
@@ -461,6 +478,14 @@ std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {
                                 "--core=0", "--"};
   a.insert(a.end(), spec.argv.begin(), spec.argv.end());
   return a;
+}
+
+bool WorkspaceRunsPrograms(const IsolationSpec& spec) {
+  if (!spec.only_programs) return true;
+  for (const auto& program : spec.programs) {
+    if (absl::StartsWith(program, absl::StrCat(kSandboxWorkspace, "/"))) return true;
+  }
+  return false;
 }
 
 PrivilegeDrop ChoosePrivilegeDrop(const std::string& workspace, uid_t fallback_uid,
@@ -559,6 +584,7 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
     for (const auto& t : view.trees) plan.view.push_back({Step::kTree, view_paths[i++].c_str(), t.c_str()});
     plan.build_view = true;
   }
+  plan.workspace_exec = WorkspaceRunsPrograms(spec);
 
   pid_t pid = fork();
   if (pid < 0) return ReasonError("internal", absl::StrCat("fork: ", strerror(errno)));

@@ -86,6 +86,13 @@ struct IsolationSpec {
   std::vector<std::string> programs;
 };
 
+// Whether the sandbox's /workspace may hold programs: without a program view (no rules),
+// or when one of spec.programs lies under /workspace. Otherwise, as root, the workspace
+// is mounted noexec (the flag locked outside bwrap's user namespace), so nothing in it
+// can be run or mapped executable, even by the loader. Not root, bwrap cannot set
+// noexec on a bind and the exec supervisor alone decides (docs/sandbox.md).
+bool WorkspaceRunsPrograms(const IsolationSpec& spec);
+
 // The system view: how /bin, /lib, ... exist on this host (Debian 12 links them into
 // /usr). Detected once.
 struct SystemLayout {

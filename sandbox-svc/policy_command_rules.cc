@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "policy/policy_decide.h"
+#include "sandbox-svc/exec_supervisor.h"
 
 namespace gantry::sandbox {
+namespace {
+constexpr absl::string_view kWorkspacePrefix = "/workspace/";
+}  // namespace
 
 PolicyCommandRules::PolicyCommandRules(std::shared_ptr<const policy::Snapshot> snapshot,
                                        std::string principal,
@@ -15,9 +20,19 @@ PolicyCommandRules::PolicyCommandRules(std::shared_ptr<const policy::Snapshot> s
   auto it = snapshot_->by_name.find(principal_name_);
   if (it == snapshot_->by_name.end()) return;
   principal_ = &snapshot_->principals[it->second];
+  auto loader = resolver.Resolve(kSystemLoader, "/");
   for (const auto& [path, access] : principal_->commands) {
     auto real = resolver.Resolve(path, "/");
-    by_resolved_[real.ok() ? *real : path].push_back(path);
+    std::string key = real.ok() ? *real : path;
+    // A workspace path names a workspace file: anyone who can write the workspace
+    // chooses where its links lead, so one that leaves it names nothing.
+    if (absl::StartsWith(path, kWorkspacePrefix) && !absl::StartsWith(key, kWorkspacePrefix)) {
+      key = path;
+    }
+    // The loader runs any file as a program (ld.so --library-path DIR PROG): only a rule
+    // that names it by its own path grants it, never one whose path merely leads there.
+    if (loader.ok() && key == *loader && path != kSystemLoader && path != *loader) key = path;
+    by_resolved_[key].push_back(path);
   }
   // The map's order is unspecified; checks and messages should not be.
   for (auto& [resolved, paths] : by_resolved_) std::sort(paths.begin(), paths.end());

@@ -20,7 +20,12 @@
 // A policy names executables by path (/usr/bin/python3); a program resolves to the real
 // file (/usr/bin/python3.11). So each of the principal's executable paths is resolved
 // in the sandbox's view once, and a resolved program is checked against every path
-// that resolves to it: all of them must allow, a deny of any of them denies.
+// that resolves to it: all of them must allow, a deny of any of them denies. Two paths
+// name nothing but themselves (so no real program matches them): a /workspace path
+// whose links lead out of the workspace (whoever writes the workspace chooses where
+// they lead: `tool -> /lib64/ld-linux-x86-64.so.2` must not make the loader a granted
+// program), and any path that leads to the system loader without being its own path
+// (kSystemLoader or its real path): the loader runs any file as a program.
 //
 // Denials read "rule:<policy rule id>: <the policy's message>", e.g.
 // "rule:default_deny: no grant of 'harness' names executable '/usr/bin/rm'" or

@@ -166,5 +166,41 @@ TEST_F(PolicyCommandRulesTest, WrapperGrammarsFeedTheOperandGlobs) {
   EXPECT_TRUE(D("dana", {"env", "-S", "git\\_-C\\_sub\\_status"}).allowed);
 }
 
+// A /workspace path in the policy names a workspace file: one whose link leaves the
+// workspace names nothing (whoever writes the workspace chooses the link). And a path
+// that merely leads to the loader does not grant it (found by a red team:
+// `tool -> /lib64/ld-linux-x86-64.so.2` ran any file as a program).
+TEST_F(PolicyCommandRulesTest, WorkspaceLinksOutAndLinksToTheLoaderNameNothing) {
+  auto policy = policy::LoadPolicyText(
+      testing::PolicyGranting("tools", {"/workspace/cat", "/workspace/tool", "/usr/bin/env",
+                                        "/usr/bin/myld"}),
+      "policy.yaml");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  FakeResolver resolver;
+  resolver.links["/workspace/tool"] = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+  resolver.links["/lib64/ld-linux-x86-64.so.2"] = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+  resolver.links["/usr/bin/myld"] = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+  PolicyCommandRules rules(*policy, "tools", resolver);
+  // /workspace/cat leads to /usr/bin/rm: rm is not granted by it.
+  CommandDecision rm = DecideCommand(rules, {"/workspace/cat", "x"}, "/workspace", resolver);
+  EXPECT_FALSE(rm.allowed) << rm.reason;
+  EXPECT_TRUE(absl::StrContains(rm.reason, "rule:default_deny")) << rm.reason;
+  CommandDecision loader = DecideCommand(rules, {"/workspace/tool", "/usr/bin/id"}, "/workspace", resolver);
+  EXPECT_FALSE(loader.allowed) << loader.reason;
+  CommandDecision direct =
+      DecideCommand(rules, {"env", "/lib64/ld-linux-x86-64.so.2", "/usr/bin/id"}, "/workspace", resolver);
+  EXPECT_FALSE(direct.allowed) << direct.reason;
+  // A host path that leads to the loader (not a workspace one) does not grant it either.
+  CommandDecision via = DecideCommand(rules, {"myld", "/usr/bin/id"}, "/workspace", resolver);
+  EXPECT_FALSE(via.allowed) << via.reason;
+  // Named by its own path, the loader is granted like any program.
+  auto named = policy::LoadPolicyText(
+      testing::PolicyGranting("tools", {"/lib64/ld-linux-x86-64.so.2"}), "policy.yaml");
+  ASSERT_TRUE(named.ok()) << named.status();
+  CommandDecision own = DecideCommand(PolicyCommandRules(*named, "tools", resolver),
+                                      {"/lib64/ld-linux-x86-64.so.2", "--version"}, "/workspace", resolver);
+  EXPECT_TRUE(own.allowed) << own.reason;
+}
+
 }  // namespace
 }  // namespace gantry::sandbox

@@ -1,6 +1,7 @@
 #include "sandbox-svc/program_view.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -45,9 +46,22 @@ std::string Parent(const std::string& path) {
 
 std::string Basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
-bool IsRegularFile(const std::string& path) {
+
+// Whether `path` is an x86-64 ELF shared object (e_type ET_DYN), the only kind of file
+// the loader maps for a DT_NEEDED name: a program's DT_NEEDED ("os-release") must not
+// bring any other file of the library directories into the view.
+bool IsSharedObject(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return false;
+  Elf64_Ehdr eh;
   struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            pread(fd, &eh, sizeof(eh), 0) == static_cast<ssize_t>(sizeof(eh)) &&
+            memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+            eh.e_ident[EI_DATA] == ELFDATA2LSB && eh.e_type == ET_DYN &&
+            eh.e_machine == EM_X86_64;
+  close(fd);
+  return ok;
 }
 
 // /etc/ld.so.cache by library name.
@@ -145,6 +159,7 @@ class Planner {
       if (!in_tree(file)) view.files.push_back(file);
     }
     view.missing.assign(missing_.begin(), missing_.end());
+    view.etc_links.assign(etc_links_.begin(), etc_links_.end());
     return view;
   }
 
@@ -177,6 +192,7 @@ class Planner {
         if (n <= 0) return "";
         std::string t(target, static_cast<size_t>(n));
         if (UnderUsr(next)) links_.emplace(next, t);
+        if (absl::StartsWith(next, "/etc/alternatives/")) etc_links_.emplace(next, t);
         std::vector<std::string> parts;
         for (absl::string_view p : absl::StrSplit(t, '/', absl::SkipEmpty())) parts.emplace_back(p);
         rest.insert(rest.begin(), parts.begin(), parts.end());
@@ -254,7 +270,8 @@ class Planner {
           missing_.insert(name);
           continue;
         }
-        if (!AddFile(name[0] == '/' ? name : absl::StrCat(origin, "/", name))) missing_.insert(name);
+        const std::string path = name[0] == '/' ? name : absl::StrCat(origin, "/", name);
+        if (!IsSharedObject(path) || !AddFile(path)) missing_.insert(name);
         continue;
       }
       if (!FindLibrary(name, deps.search, origin)) missing_.insert(name);
@@ -266,25 +283,25 @@ class Planner {
     for (std::string dir : search) {
       absl::StrReplaceAll({{"${ORIGIN}", origin}, {"$ORIGIN", origin}}, &dir);
       std::string candidate = absl::StrCat(dir, "/", name);
-      if (IsRegularFile(candidate)) return AddFile(candidate);
+      if (IsSharedObject(candidate)) return AddFile(candidate);
     }
     bool found = false;
     if (auto it = cache_->find(name); it != cache_->end()) {
       for (const std::string& path : it->second) {
-        if (IsRegularFile(path)) found = AddFile(path) || found;
+        if (IsSharedObject(path)) found = AddFile(path) || found;
       }
     }
     if (found) return true;
     for (const char* dir : kDefaultLibraryDirs) {
       std::string candidate = absl::StrCat(dir, "/", name);
-      if (IsRegularFile(candidate)) return AddFile(candidate);
+      if (IsSharedObject(candidate)) return AddFile(candidate);
     }
     return false;
   }
 
   std::shared_ptr<const LoaderIndex> cache_;
   std::set<std::string> dirs_, files_, trees_, missing_;
-  std::map<std::string, std::string> links_;
+  std::map<std::string, std::string> links_, etc_links_;
   std::set<std::string> elf_seen_;
   std::deque<std::string> elves_;
 };

@@ -39,6 +39,10 @@ struct ProgramView {
   std::vector<std::string> files;                            // regular files, bound read-only
   std::vector<std::string> trees;                            // directories, bound read-only
   std::vector<std::string> missing;                          // libraries not found
+  // Links under /etc/alternatives that a program's path goes through (/usr/bin/awk ->
+  // /etc/alternatives/awk -> /usr/bin/mawk), recreated instead of binding the whole
+  // directory, which would tell what else the host has installed.
+  std::vector<std::pair<std::string, std::string>> etc_links;
 };
 
 // The view of `programs` (absolute paths as the rules name them, inside the sandbox).

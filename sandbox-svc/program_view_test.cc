@@ -131,7 +131,51 @@ TEST(ProgramViewTest, AWorkspaceProgramCannotPullInOtherHostFiles) {
   // A link out of the workspace is not followed.
   ProgramView out = PlanProgramView({"/workspace/link-out"}, ws);
   EXPECT_TRUE(out.files.empty());
+
+  // Found by a red team: a DT_NEEDED name is looked up in the library directories, and
+  // any regular file found there came into view (NEEDED "os-release" brought
+  // /usr/lib/os-release). Only an ELF shared object is taken: here the program names a
+  // static archive or an object file beside the libraries instead of libc.so.6.
+  std::string not_library;
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib"}) {
+    for (absl::string_view name : absl::StrSplit(Output(std::string("ls ") + dir), '\n')) {
+      if (not_library.empty() && name.size() <= 9 && name.size() > 2 &&
+          (absl::EndsWith(name, ".a") || absl::EndsWith(name, ".o"))) {
+        not_library = std::string(name);
+      }
+    }
+  }
+  ASSERT_FALSE(not_library.empty()) << "no .a or .o file with a short name to name";
+  std::string needs = elf;
+  const std::string libc = std::string("libc.so.6") + '\0';
+  at = needs.find(libc);
+  ASSERT_NE(at, std::string::npos);
+  needs.replace(at, libc.size(), not_library + std::string(libc.size() - not_library.size(), '\0'));
+  write("needs-other-file", needs);
+  ProgramView pulled = PlanProgramView({"/workspace/needs-other-file"}, ws);
+  for (const std::string& file : pulled.files) {
+    EXPECT_FALSE(absl::EndsWith(file, "/" + not_library)) << file;
+  }
+  EXPECT_TRUE(Contains(pulled.missing, not_library)) << not_library;
   std::system(("rm -rf '" + ws + "'").c_str());
+}
+
+// Debian's alternatives: the links a program goes through, and no other of the host's
+// /etc/alternatives (which would tell what else is installed).
+TEST(ProgramViewTest, OnlyTheAlternativesLinksOnAProgramsPath) {
+  if (RealPath("/usr/bin/awk").empty()) GTEST_SKIP() << "no awk on this host";
+  char buf[4096];
+  ssize_t n = readlink("/usr/bin/awk", buf, sizeof(buf));
+  ASSERT_GT(n, 0);
+  const std::string target(buf, static_cast<size_t>(n));
+  ProgramView view = PlanProgramView({"/usr/bin/awk", "/usr/bin/cat"});
+  if (!absl::StartsWith(target, "/etc/alternatives/")) {
+    EXPECT_TRUE(view.etc_links.empty());
+    return;
+  }
+  ASSERT_EQ(view.etc_links.size(), 1u);
+  EXPECT_EQ(view.etc_links[0].first, target);
+  EXPECT_TRUE(Contains(view.files, RealPath("/usr/bin/awk")));
 }
 
 TEST(ProgramViewTest, AnAbsentProgramGivesNothing) {
