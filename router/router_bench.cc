@@ -1,6 +1,10 @@
 // Benchmark (a program, not a test): what the router adds to a request.
 //
 //   bazel run //router:router_bench -- [--requests 3000] [--seconds 5] [--concurrency 8,16,32]
+//                                       [--profile routed|tools]
+//
+// --profile sends only that kind of request, one at a time, for --seconds, prints the
+// count and exits: a steady load to run perf(1) on, no figures.
 //
 // Both sides in one run, against the same worker, a TEST DOUBLE (FakeWorkerForTest:
 // the real GNTW/1 codec over a real DEALER socket, answering every REQUEST at once with
@@ -16,7 +20,11 @@
 //           stripped by the policy) and the worker answering with a tool call that the
 //           policy decides before it goes out (latency only; a second model of the same
 //           bundle, served by a worker double of its own with that script).
-// Latency: one request at a time, p50 / p99; added = routed - direct. The three are
+//   directt direct, with the tools request exactly as the router hands it to its worker
+//           (the 6 granted tools), to a worker double with the tools script.
+// Latency: one request at a time, p50 / p99; added = routed - direct, and with tools,
+// tools - directt (each direct request is the one the router sent for the routed
+// request, captured from the router's worker double). The four are
 // measured interleaved (a direct, a routed and a tools request in turn, the order
 // rotating each round), so that all three see the same machine: on a shared 2-core
 // machine, phases measured one after the other differed by tens of microseconds for
@@ -166,15 +174,21 @@ class DirectClient {
     }
   }
 
-  void Send(const std::string& request_id) {
+  // The plain request, or `as` (what the router sent its worker for the same request)
+  // under a new id.
+  void Send(const std::string& request_id, const v1::InferenceRequest* as = nullptr) {
     v1::Request request;
     v1::InferenceRequest* r = request.mutable_request();
+    if (as != nullptr) {
+      *r = *as;
+    } else {
+      r->set_model(kModel);
+      r->set_max_tokens(16);
+      auto* m = r->add_messages();
+      m->set_role("user");
+      m->set_content(kPrompt);
+    }
     r->set_request_id(request_id);
-    r->set_model(kModel);
-    r->set_max_tokens(16);
-    auto* m = r->add_messages();
-    m->set_role("user");
-    m->set_content(kPrompt);
     std::vector<std::string> frames = wire::EncodeFrames(request);
     frames.insert(frames.begin(), identity_);
     (void)SendFrames(socket_, frames);
@@ -488,11 +502,17 @@ Counts HttpLoad(int port, int concurrency, int seconds) {
   return counts;
 }
 
-int Flag(int argc, char** argv, const char* name, int fallback) {
+// The value after `name`, or null.
+const char* FlagText(int argc, char** argv, const char* name) {
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == name) return argv[i + 1];
   }
-  return fallback;
+  return nullptr;
+}
+
+int Flag(int argc, char** argv, const char* name, int fallback) {
+  const char* text = FlagText(argc, argv, name);
+  return text != nullptr ? std::atoi(text) : fallback;
 }
 
 double LoadAverage() {
@@ -552,8 +572,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "router_bench: the worker never sent READY\n");
     return 1;
   }
+  const char* profile = FlagText(argc, argv, "--profile");
   std::vector<int64_t> direct_done;
-  for (int level : levels) direct_done.push_back(DirectLoad(&direct, level, seconds));
+  for (int level : levels) {
+    if (profile == nullptr) direct_done.push_back(DirectLoad(&direct, level, seconds));
+  }
 
   // Routed.
   std::string counted_with;
@@ -574,23 +597,65 @@ int Main(int argc, char** argv) {
         http::TestHttpClient::Connect(router->port()));
     return [client] { return client->ok() && Post(&**client); };
   };
-  // Latency: direct, routed and tools requests interleaved.
-  int direct_sent = 0;
-  auto direct_call = [&direct, &direct_sent] {
-    std::string id = absl::StrCat("req_direct_", direct_sent++);
-    direct.Send(id);
-    return direct.NextFinal() == id;
-  };
+  if (const char* kind = profile) {
+    std::function<bool()> call;
+    if (std::string(kind) == "routed") call = http_caller();
+    if (std::string(kind) == "tools") {
+      auto client = std::make_shared<absl::StatusOr<http::TestHttpClient>>(
+          http::TestHttpClient::Connect(router->port()));
+      call = [client] { return client->ok() && Post(&**client, ToolsBody()); };
+    }
+    if (!call) {
+      std::fprintf(stderr, "router_bench: --profile takes routed or tools\n");
+      return 2;
+    }
+    int64_t sent = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < until && call()) ++sent;
+    std::printf("profile %s: %lld requests in %d s\n", kind, static_cast<long long>(sent), seconds);
+    return 0;
+  }
+  // Latency: direct, routed and tools requests interleaved. Each direct request is the
+  // very request the router sends its worker for the routed one (captured from a first
+  // routed request of each kind), to a worker double with the same script: what the
+  // router adds is then the difference, and nothing the worker does with a larger
+  // request counts as the router's.
+  auto routed_call = http_caller();
   auto tools_client = std::make_shared<absl::StatusOr<http::TestHttpClient>>(
       http::TestHttpClient::Connect(router->port()));
   auto tools_call = [tools_client] { return tools_client->ok() && Post(&**tools_client, ToolsBody()); };
+  if (!routed_call() || !tools_call() || routed_worker.requests().empty() ||
+      tools_worker.requests().empty()) {
+    std::fprintf(stderr, "router_bench: the first routed requests failed\n");
+    return 1;
+  }
+  const v1::InferenceRequest plain_request = routed_worker.requests().back();
+  const v1::InferenceRequest tools_request = tools_worker.requests().back();
+  DirectClient direct_tools;
+  FakeWorkerForTest direct_tools_worker(ToolsWorkerOptions(direct_tools.endpoint()));
+  if (!direct_tools.Connect()) {
+    std::fprintf(stderr, "router_bench: the tools worker never sent READY\n");
+    return 1;
+  }
+  int direct_sent = 0;
+  auto direct_call = [&direct, &direct_sent, &plain_request] {
+    std::string id = absl::StrCat("req_direct_", direct_sent++);
+    direct.Send(id, &plain_request);
+    return direct.NextFinal() == id;
+  };
+  auto direct_tools_call = [&direct_tools, &direct_sent, &tools_request] {
+    std::string id = absl::StrCat("req_direct_", direct_sent++);
+    direct_tools.Send(id, &tools_request);
+    return direct_tools.NextFinal() == id;
+  };
   const std::vector<std::vector<double>> latency =
-      Interleaved(requests, {"direct", "routed", "routed with tools"},
-                  {direct_call, http_caller(), tools_call});
+      Interleaved(requests, {"direct", "routed", "direct with tools", "routed with tools"},
+                  {direct_call, routed_call, direct_tools_call, tools_call});
   if (latency.empty()) return 1;
   const std::vector<double>& direct_us = latency[0];
   const std::vector<double>& routed_us = latency[1];
-  const std::vector<double>& tools_us = latency[2];
+  const std::vector<double>& direct_tools_us = latency[2];
+  const std::vector<double>& tools_us = latency[3];
   std::vector<Counts> routed_at;
   for (int level : levels) routed_at.push_back(HttpLoad(router->port(), level, seconds));
   const Counts& routed = routed_at[0];
@@ -653,12 +718,17 @@ int Main(int argc, char** argv) {
               Percentile(grpc_us, 0.99), double(grpc.done) / seconds);
   std::printf("%-8s %10.1f %10.1f %14.0f   (gRPC alone: no router)\n", "baregrpc",
               Percentile(bare_us, 0.5), Percentile(bare_us, 0.99), double(bare.done) / seconds);
+  const double dt50 = Percentile(direct_tools_us, 0.5), dt99 = Percentile(direct_tools_us, 0.99);
+  std::printf("%-8s %10.1f %10.1f   (the tools request as the worker gets it: 6 tools)\n",
+              "directt", dt50, dt99);
   std::printf("%-8s %10.1f %10.1f   (12 tools offered, 6 stripped; one tool call decided)\n",
               "tools", Percentile(tools_us, 0.5), Percentile(tools_us, 0.99));
   std::printf("added by the router: p50 %.1f us, p99 %.1f us; load average %.2f\n", r50 - d50,
               r99 - d99, LoadAverage());
-  std::printf("added by the router with tools: p50 %.1f us, p99 %.1f us (goal: p50 under 200 us)\n",
-              Percentile(tools_us, 0.5) - d50, Percentile(tools_us, 0.99) - d99);
+  std::printf("added by the router with tools: p50 %.1f us, p99 %.1f us (goal: p50 under 200 us); "
+              "over the plain direct request: p50 %.1f us\n",
+              Percentile(tools_us, 0.5) - dt50, Percentile(tools_us, 0.99) - dt99,
+              Percentile(tools_us, 0.5) - d50);
   int64_t routed_failed = 0;
   std::printf("%-12s %14s %14s %8s\n", "in flight", "direct req/s", "routed req/s", "ratio");
   for (size_t i = 0; i < levels.size(); ++i) {
