@@ -79,6 +79,8 @@ constexpr ErrorReason kReasons[] = {
 int HttpStatusForCode(absl::StatusCode code) {
   switch (code) {
     case C::kOk: return 200;
+    {"evidence_unavailable", C::kUnavailable, 503, true,
+     "the ledger cannot make this request's evidence durable (spool failed or too slow)"},
     case C::kInvalidArgument: return 400;
     case C::kFailedPrecondition: return 400;
     case C::kOutOfRange: return 400;

@@ -101,6 +101,8 @@ JSON
 db="t_harness_$$_$RANDOM"
 psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" || { bad setup "create database"; finish; }
 ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
+export GANTRY_LEDGER_KEY="$tmp/ledger.key"  # the owner sets up; router and harness write as the writer role
+writer_url=$("$g" ledger setup --db "$ledger_url") || { bad setup "ledger setup: $writer_url"; finish; }
 
 http=$(free_port); zport=$(free_port)
 # The sandbox's Unix socket lives in a short private path (an AF_UNIX path holds 107 bytes).
@@ -108,7 +110,7 @@ sdir=$(mktemp -d /tmp/gantry-e2e-XXXXXX)
 trap 'cleanup; rm -rf "$sdir"' EXIT
 sandbox="ipc://$sdir/sandbox.sock"
 router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
-  --policy deploy/demo/policy.yaml --models "$tmp/models.json" --ledger "$ledger_url" \
+  --policy deploy/demo/policy.yaml --models "$tmp/models.json" --ledger "$writer_url" \
   --ledger-spool "$tmp/router-spool" >"$tmp/router.log" 2>&1 &
 pids+=($!)
 worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
@@ -144,7 +146,7 @@ YAML
 }
 run_task() {  # run_task NAME -> $task (id), $rc, output in $tmp/NAME.out
   "$g" task run "$tmp/$1.yaml" --router "http://127.0.0.1:$http" --sandbox "${task_sandbox:-$sandbox}" \
-    --ledger "$ledger_url" --spool-dir "$tmp/harness-spool" --key gantry-demo-harness >"$tmp/$1.out" 2>&1
+    --ledger "$writer_url" --spool-dir "$tmp/harness-spool" --key gantry-demo-harness >"$tmp/$1.out" 2>&1
   rc=$?
   task=$(sed -n 's/^task \(task_[0-9a-f]*\): .*/\1/p' "$tmp/$1.out" | head -1)
 }
@@ -298,7 +300,7 @@ PY
 link=$(psql -tA "$ledger_url" -c "select parent_task_id from ledger_tasks where task_id = '$child'")
 [ "$link" = "$parent" ] && ok child-parent-link-indexed || bad child-parent-link-indexed "link=$link"
 
-out=$("$g" ledger verify --db "$ledger_url" 2>&1)
+out=$("$g" ledger verify --db "$ledger_url" --checkpoints "$tmp/router-spool:$tmp/harness-spool" 2>&1)
 [ $? = 0 ] && ok all-chains-verify || bad all-chains-verify "$out"
 n=$(psql -tA "$ledger_url" -c "select count(*) from ledger_tasks where principal = 'harness'")
 [ "$n" = 5 ] && ok task-index || bad task-index "ledger_tasks rows: $n"

@@ -41,7 +41,8 @@ std::string GantryHome() {
 
 std::string DefaultLedgerUrl() {
   if (const char* url = std::getenv("GANTRY_LEDGER_URL")) return url;
-  return absl::StrCat("postgresql://postgres@/postgres?host=", GantryHome(), "/pg");
+  // The writer role's login (docs/ledger.md, "Roles"): the owner never writes events.
+  return absl::StrCat("postgresql://gantry_ledger_writer@/postgres?host=", GantryHome(), "/pg");
 }
 
 std::string Text(const Value& p, const char* key) {

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "ledger/ledger_key.h"
+#include "ledger/schema.h"
 #include "ledger/writer.h"
 
 namespace {
@@ -36,8 +38,16 @@ std::string Payload(int i) {
 
 double RunWriter(const std::string& url, int events, int streams) {
   gantry::ledger::WriterOptions options;
+  {
+    pqxx::connection owner(url);  // the owner sets up; the writer logs in as its role
+    if (!gantry::ledger::SetupLedger(owner, "").ok()) std::exit(1);
+  }
   options.database_url = url;
+  options.database_url.replace(options.database_url.find("postgres@"), 8,
+                               gantry::ledger::kWriterRole);
   options.spool_dir = absl::StrCat("/tmp/gantry-bench-spool-", gantry::NewId("d"));
+  options.key_file = options.spool_dir + ".key";
+  if (!gantry::ledger::GenerateKeyFile(options.key_file).ok()) std::exit(1);
   auto writer = gantry::ledger::LedgerWriter::Start(options);
   if (!writer.ok()) {
     std::fprintf(stderr, "%s\n", writer.status().ToString().c_str());

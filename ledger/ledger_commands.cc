@@ -1,5 +1,7 @@
 #include "ledger/ledger_commands.h"
 
+#include <fcntl.h>
+#include <openssl/rand.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,9 +11,13 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "ledger/ledger_key.h"
+#include "ledger/schema.h"
 #include "ledger/verify.h"
 #include "ledger/writer.h"
 
@@ -19,9 +25,18 @@ namespace gantry::ledger {
 namespace {
 
 constexpr char kUsage[] =
-    "Usage: gantry ledger <verify|export|tail|append> [options]\n"
+    "Usage: gantry ledger <setup|verify|export|tail|append> [options]\n"
     "\n"
-    "  verify [--stream ID]             walk every hash chain (or one); report the first\n"
+    "  setup --db OWNER_URL [--key-file F] [--writer-password-file F]\n"
+    "                                   as the owner: apply the migrations, make the\n"
+    "                                   writer role a login, create the ledger key (mode\n"
+    "                                   0600) unless it exists and, with a password file,\n"
+    "                                   give the writer a new password kept there (a\n"
+    "                                   libpq passfile); prints the writer's URL\n"
+    "  verify [--stream ID] [--checkpoints DIR[:DIR...]]\n"
+    "                                   walk every hash chain and keyed chain (or one\n"
+    "                                   stream) and cross-check the writers' checkpoints\n"
+    "                                   (default DIR: $GANTRY_HOME/spool); report the first\n"
     "                                   broken link of each broken stream; exit 1 if any\n"
     "  export --task ID [-o FILE]       write the evidence of one task or request stream as\n"
     "                                   one JSON file: chain check, events, referenced\n"
@@ -32,8 +47,10 @@ constexpr char kUsage[] =
     "                                   append one event to a stream, continuing its chain\n"
     "                                   (needs Postgres to read the stream's tail)\n"
     "\n"
-    "Common option: --db URL (libpq URL). Default: $GANTRY_LEDGER_URL, else the local\n"
-    "cluster of deploy/up: postgresql://postgres@/postgres?host=$GANTRY_HOME/pg\n"
+    "Common options: --db URL (libpq URL). Default: $GANTRY_LEDGER_URL, else the local\n"
+    "cluster of deploy/up: postgresql://postgres@/postgres?host=$GANTRY_HOME/pg (append:\n"
+    "the writer role, postgresql://gantry_ledger_writer@/postgres?host=$GANTRY_HOME/pg).\n"
+    "--key-file F: the ledger key. Default: $GANTRY_LEDGER_KEY, else $GANTRY_HOME/ledger.key\n"
     "Exit status: 0 success, 1 failure (or a broken chain), 2 usage error.\n";
 
 std::string GantryHome() {
@@ -47,6 +64,35 @@ std::string GantryHome() {
 std::string DefaultUrl() {
   if (const char* url = std::getenv("GANTRY_LEDGER_URL")) return url;
   return absl::StrCat("postgresql://postgres@/postgres?host=", GantryHome(), "/pg");
+}
+
+std::string DefaultWriterUrl() {
+  if (const char* url = std::getenv("GANTRY_LEDGER_WRITER_URL")) return url;
+  return absl::StrCat("postgresql://", kWriterRole, "@/postgres?host=", GantryHome(), "/pg");
+}
+
+// `url` with its user (and any password) replaced by the writer role, and, when
+// `passfile` is given, a passfile parameter naming it.
+std::string WriterUrlOf(const std::string& url, const std::string& passfile) {
+  std::string out = url;
+  const size_t scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const size_t start = scheme + 3;
+    const size_t end = out.find_first_of("/?", start);
+    const size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
+    const std::string rest = (at != std::string::npos && at >= start) ? out.substr(at + 1)
+                                                                        : out.substr(start);
+    out = absl::StrCat(out.substr(0, start), kWriterRole, "@", rest);
+  }
+  if (!passfile.empty()) {
+    absl::StrAppend(&out, out.find('?') == std::string::npos ? "?" : "&", "passfile=", passfile);
+  }
+  return out;
+}
+
+std::string KeyFileOf(const std::map<std::string, std::string>& values) {
+  auto it = values.find("--key-file");
+  return it == values.end() ? DefaultKeyFile() : it->second;
 }
 
 // Options of the form --name VALUE; flags listed in `flags` take no value.
@@ -100,8 +146,66 @@ json::Value EventJson(const pqxx::row& row) {
 constexpr char kEventColumns[] =
     "id, event_id, stream_id, seq, ts_unix_us, type, actor, payload_json, prev_sha256, sha256";
 
+int RunSetup(const Args& args) {
+  const std::string url = Get(args, "--db", DefaultUrl());
+  const std::string key_file = KeyFileOf(args.values);
+  const std::string passfile = Get(args, "--writer-password-file");
+  std::string password;
+  if (!passfile.empty()) {
+    unsigned char bytes[24];
+    if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+      std::fprintf(stderr, "gantry ledger setup: RAND_bytes failed\n");
+      return 1;
+    }
+    password = absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
+  }
+  try {
+    pqxx::connection owner(url);
+    absl::Status done = SetupLedger(owner, password);
+    if (!done.ok()) {
+      std::fprintf(stderr, "gantry ledger setup: %s\n", done.ToString().c_str());
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gantry ledger setup: %s\n", e.what());
+    return 1;
+  }
+  if (!passfile.empty()) {
+    // A libpq password file: host:port:database:user:password, mode 0600.
+    const std::string line = absl::StrCat("*:*:*:", kWriterRole, ":", password, "\n");
+    const std::string tmp = passfile + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    bool ok = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+              ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), passfile.c_str()) != 0) {
+      std::fprintf(stderr, "gantry ledger setup: cannot write %s\n", passfile.c_str());
+      return 1;
+    }
+  }
+  absl::Status key = GenerateKeyFile(key_file);
+  if (!key.ok() && !absl::IsAlreadyExists(key)) {
+    std::fprintf(stderr, "gantry ledger setup: key: %s\n", key.ToString().c_str());
+    return 1;
+  }
+  auto readable = ReadKeyFile(key_file);  // an existing key must be a good one
+  if (!readable.ok()) {
+    std::fprintf(stderr, "gantry ledger setup: %s\n", readable.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s\n", WriterUrlOf(url, passfile).c_str());
+  return 0;
+}
+
 int RunVerify(const Args& args) {
-  auto report = VerifyLedger(Get(args, "--db", DefaultUrl()), Get(args, "--stream"));
+  VerifyOptions options;
+  options.database_url = Get(args, "--db", DefaultUrl());
+  options.stream_id = Get(args, "--stream");
+  options.key_file = KeyFileOf(args.values);
+  options.checkpoint_dirs =
+      absl::StrSplit(Get(args, "--checkpoints", absl::StrCat(GantryHome(), "/spool")), ':',
+                     absl::SkipEmpty());
+  auto report = VerifyLedger(options);
   if (!report.ok()) {
     std::fprintf(stderr, "gantry ledger verify: %s\n", report.status().ToString().c_str());
     return 1;
@@ -111,9 +215,15 @@ int RunVerify(const Args& args) {
                 static_cast<unsigned long long>(link.seq), link.event_id.c_str(),
                 link.problem.c_str());
   }
-  std::printf("%llu streams, %llu events, %zu broken\n",
+  std::printf("%llu streams, %llu events, %zu broken",
               static_cast<unsigned long long>(report->streams),
               static_cast<unsigned long long>(report->events), report->broken.size());
+  if (options.stream_id.empty()) {
+    std::printf(" (%llu writers, %llu checkpoints)",
+                static_cast<unsigned long long>(report->writers),
+                static_cast<unsigned long long>(report->checkpoints));
+  }
+  std::printf("\n");
   return report->ok() ? 0 : 1;
 }
 
@@ -140,7 +250,11 @@ int RunExport(const Args& args) {
   doc.Set("format", json::Value::String("gantry.evidence.v1"));
   doc.Set("stream_id", json::Value::String(stream));
   try {
-    auto report = VerifyLedger(url, stream);
+    VerifyOptions verify;
+    verify.database_url = url;
+    verify.stream_id = stream;
+    verify.key_file = KeyFileOf(args.values);
+    auto report = VerifyLedger(verify);
     if (!report.ok()) {
       std::fprintf(stderr, "gantry ledger export: %s\n", report.status().ToString().c_str());
       return 1;
@@ -247,8 +361,9 @@ int RunAppend(const Args& args) {
   EventInput input{Get(args, "--stream"), Get(args, "--type"), Get(args, "--actor"),
                    Get(args, "--payload", "{}")};
   WriterOptions options;
-  options.database_url = Get(args, "--db", DefaultUrl());
+  options.database_url = Get(args, "--db", DefaultWriterUrl());
   options.spool_dir = Get(args, "--spool-dir", absl::StrCat(GantryHome(), "/spool"));
+  options.key_file = KeyFileOf(args.values);
   InitLogging("gantry-ledger", LogLevel::kError);
   auto writer = LedgerWriter::Start(options);
   if (!writer.ok()) {
@@ -285,14 +400,17 @@ int RunLedger(const std::vector<std::string>& argv) {
   }
   const std::string& verb = argv[0];
   Args args;
-  if (verb == "verify") {
-    args = ParseArgs(argv, 1, {"--db", "--stream"}, {});
+  if (verb == "setup") {
+    args = ParseArgs(argv, 1, {"--db", "--key-file", "--writer-password-file"}, {});
+  } else if (verb == "verify") {
+    args = ParseArgs(argv, 1, {"--db", "--stream", "--key-file", "--checkpoints"}, {});
   } else if (verb == "export") {
-    args = ParseArgs(argv, 1, {"--db", "--task", "-o"}, {});
+    args = ParseArgs(argv, 1, {"--db", "--task", "-o", "--key-file"}, {});
   } else if (verb == "tail") {
     args = ParseArgs(argv, 1, {"--db", "--type", "--limit"}, {"--from-start"});
   } else if (verb == "append") {
-    args = ParseArgs(argv, 1, {"--db", "--stream", "--type", "--actor", "--payload", "--spool-dir"}, {});
+    args = ParseArgs(argv, 1, {"--db", "--stream", "--type", "--actor", "--payload", "--spool-dir",
+                               "--key-file"}, {});
   } else {
     std::fprintf(stderr, "gantry ledger: unknown verb '%s'\n%s", verb.c_str(), kUsage);
     return 2;
@@ -301,6 +419,7 @@ int RunLedger(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "gantry ledger %s: %s\n", verb.c_str(), args.error.c_str());
     return 2;
   }
+  if (verb == "setup") return RunSetup(args);
   if (verb == "verify") return RunVerify(args);
   if (verb == "export") return RunExport(args);
   if (verb == "tail") return RunTail(args);

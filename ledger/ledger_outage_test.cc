@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "ledger/ledger_key.h"
 #include "ledger/pg_test_util.h"
+#include "ledger/schema.h"
 #include "ledger/verify.h"
 #include "ledger/writer.h"
 
@@ -30,8 +32,18 @@ TEST(LedgerOutageTest, SixtySecondsWithoutPostgresLosesNothing) {
   ASSERT_NE(std::getenv("GANTRY_TEST_PG_CTL"), nullptr) << "run through tests/run (GANTRY_TEST_PG_CTL)";
   const std::string url = CreateTestDatabaseForTest();
   const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string key_file = absl::StrCat(tmp ? tmp : "/tmp", "/outage.key");
+  ::unlink(key_file.c_str());
+  ASSERT_TRUE(GenerateKeyFile(key_file).ok());
+  {
+    pqxx::connection owner(url);
+    ASSERT_TRUE(SetupLedger(owner, "").ok());
+  }
+  std::string writer_url = url;
+  writer_url.replace(writer_url.find("postgres@"), 8, kWriterRole);
   WriterOptions options;
-  options.database_url = url + "?connect_timeout=2";
+  options.database_url = writer_url + "?connect_timeout=2";
+  options.key_file = key_file;
   options.spool_dir = absl::StrCat(tmp ? tmp : "/tmp", "/outage-spool");
   options.retry_interval_ms = 250;
   auto writer_or = LedgerWriter::Start(options);
@@ -101,7 +113,12 @@ TEST(LedgerOutageTest, SixtySecondsWithoutPostgresLosesNothing) {
     }
   }
   EXPECT_EQ(tx.exec1("SELECT count(*) FROM ledger_events")[0].as<size_t>(), total);
-  auto report = VerifyLedger(url);
+  writer.reset();  // its last checkpoint
+  VerifyOptions verify;
+  verify.database_url = url;
+  verify.key_file = key_file;
+  verify.checkpoint_dirs = {options.spool_dir};
+  auto report = VerifyLedger(verify);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_TRUE(report->ok()) << report->broken.front().problem;
   std::printf("outage %.1fs: %zu events, %llu inserted directly, %llu spooled and replayed\n",

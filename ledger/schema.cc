@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace gantry::ledger {
 namespace {
@@ -87,6 +88,37 @@ GRANT SELECT, INSERT ON ledger_events, ledger_bundle_identities, ledger_policy_v
 GRANT USAGE ON SEQUENCE ledger_events_id_seq TO gantry_ledger_writer;
 )sql";
 
+// The keyed chain (docs/ledger.md, "Keyed chain"), and the writer role made a login
+// of its own: the writer connects as it, never as the owner. Rows from before this
+// version have NULL writer columns; verify reports them as unkeyed.
+constexpr char kV4KeyedChain[] = R"sql(
+ALTER TABLE ledger_events ADD COLUMN writer_id text, ADD COLUMN writer_seq bigint,
+                          ADD COLUMN prev_mac text, ADD COLUMN mac text;
+ALTER TABLE ledger_events ADD CONSTRAINT ledger_events_writer_chain
+  UNIQUE (writer_id, writer_seq);
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'gantry_ledger_writer') THEN
+    CREATE ROLE gantry_ledger_writer;
+  END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+  NULL;  -- another database's migration created it at the same moment
+END $$;
+ALTER ROLE gantry_ledger_writer LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION
+  NOBYPASSRLS;
+GRANT SELECT ON ledger_schema_migrations TO gantry_ledger_writer;
+-- The routers' shared budget counters (router/budget/budget_sync.cc) are not evidence:
+-- the writer's login keeps them up to date.
+CREATE TABLE IF NOT EXISTS gantry_budget_usage (
+  router_id text NOT NULL, principal text NOT NULL,
+  day bigint NOT NULL, month bigint NOT NULL,
+  day_tokens bigint NOT NULL, month_tokens bigint NOT NULL,
+  in_flight bigint NOT NULL, minute_admissions bigint NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (router_id, principal));
+GRANT SELECT, INSERT, UPDATE, DELETE ON gantry_budget_usage TO gantry_ledger_writer;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -94,6 +126,7 @@ const std::vector<Migration>& Migrations() {
       {1, "events, append-only", kV1Events},
       {2, "identities, policy versions, tasks, sessions", kV2Identities},
       {3, "insert-only writer role", kV3WriterRole},
+      {4, "keyed chain; the writer role logs in itself", kV4KeyedChain},
   };
   return kMigrations;
 }
@@ -128,6 +161,73 @@ absl::Status ApplyMigrations(pqxx::connection& connection) {
     return absl::UnavailableError(absl::StrCat("ledger database unreachable: ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("ledger migrations: ", e.what()));
+  }
+}
+
+}  // namespace gantry::ledger
+
+namespace gantry::ledger {
+
+absl::Status CheckWriterSession(pqxx::connection& connection) {
+  try {
+    pqxx::read_transaction tx(connection);
+    pqxx::result version;
+    try {
+      version = tx.exec("SELECT coalesce(max(version), 0) FROM ledger_schema_migrations");
+    } catch (const pqxx::sql_error&) {
+      return Error(absl::StatusCode::kFailedPrecondition, "ledger_schema_outdated",
+                   "the ledger schema is missing or unreadable: run `gantry ledger setup` "
+                   "as the owner");
+    }
+    if (version[0][0].as<int>() < kSchemaVersion) {
+      return Error(absl::StatusCode::kFailedPrecondition, "ledger_schema_outdated",
+                   absl::StrCat("the ledger schema is at version ", version[0][0].as<int>(),
+                                ", the writer needs ", kSchemaVersion,
+                                ": run `gantry ledger setup` as the owner"));
+    }
+    pqxx::row r = tx.exec1(
+        "SELECT session_user::text, r.rolsuper, r.rolcreaterole, "
+        "       pg_has_role(session_user, c.relowner, 'MEMBER'), "
+        "       has_table_privilege(session_user, 'ledger_events', "
+        "                           'UPDATE, DELETE, TRUNCATE, TRIGGER'), "
+        "       current_user = session_user "
+        "FROM pg_roles r, pg_class c "
+        "WHERE r.rolname = session_user AND c.oid = 'ledger_events'::regclass");
+    const std::string user = r[0].as<std::string>();
+    std::string why;
+    if (r[1].as<bool>()) {
+      why = "is a superuser";
+    } else if (r[2].as<bool>()) {
+      why = "may create roles";
+    } else if (r[3].as<bool>()) {
+      why = "owns ledger_events (or is a member of its owner)";
+    } else if (r[4].as<bool>()) {
+      why = "may update, delete, truncate or add triggers to ledger_events";
+    } else if (!r[5].as<bool>()) {
+      why = "runs under another role (SET ROLE)";
+    }
+    if (!why.empty()) {
+      return Error(absl::StatusCode::kFailedPrecondition, "ledger_writer_privileged",
+                   absl::StrCat("the ledger writer's login '", user, "' ", why,
+                                ": connect as ", kWriterRole, " (docs/ledger.md, \"Roles\")"));
+    }
+    return absl::OkStatus();
+  } catch (const pqxx::broken_connection& e) {
+    return absl::UnavailableError(absl::StrCat("ledger database unreachable: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("ledger writer check: ", e.what()));
+  }
+}
+
+absl::Status SetupLedger(pqxx::connection& owner, const std::string& writer_password) {
+  GANTRY_RETURN_IF_ERROR(ApplyMigrations(owner));
+  if (writer_password.empty()) return absl::OkStatus();
+  try {
+    pqxx::nontransaction tx(owner);
+    tx.exec0(absl::StrCat("ALTER ROLE ", kWriterRole, " PASSWORD ", tx.quote(writer_password)));
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("ledger setup: writer password: ", e.what()));
   }
 }
 

@@ -24,19 +24,6 @@ std::string Checksum(const std::string& body) {
   return absl::HexStringToBytes(Sha256Hex(body)).substr(0, 8);
 }
 
-absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return OsError("write", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<v1::LedgerEvent>> Decode(const std::string& data, size_t* torn) {
   std::vector<v1::LedgerEvent> events;
   size_t pos = 0;
@@ -101,7 +88,7 @@ absl::Status Spool::Append(const std::vector<v1::LedgerEvent>& events) {
     bytes += Checksum(body);
     bytes += body;
   }
-  absl::Status written = WriteAll(fd_, bytes, path_);
+  absl::Status written = WriteFully(fd_, bytes, path_);
   if (!written.ok()) return written;
   if (::fdatasync(fd_) != 0) return OsError("fdatasync", path_);
   size_ += bytes.size();
@@ -143,6 +130,19 @@ absl::Status Spool::Clear() {
   if (::ftruncate(fd_, 0) != 0) return OsError("truncate", path_);
   if (::fdatasync(fd_) != 0) return OsError("fdatasync", path_);
   size_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status WriteFully(int fd, const std::string& bytes, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return OsError("write", path);
+    }
+    done += static_cast<size_t>(n);
+  }
   return absl::OkStatus();
 }
 

@@ -59,6 +59,10 @@ class Spool {
   size_t size_;
 };
 
+// Writes all of `bytes` to `fd` (retrying short writes and EINTR). Errors: UNAVAILABLE
+// naming `path`.
+absl::Status WriteFully(int fd, const std::string& bytes, const std::string& path);
+
 // Reads the records of a spool file that is not open (an orphan of a crashed writer).
 absl::StatusOr<std::vector<v1::LedgerEvent>> ReadSpoolFile(const std::string& path,
                                                            size_t* torn_bytes = nullptr);

@@ -14,7 +14,9 @@
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/status.h"
 #include "ledger/event_hash.h"
+#include "ledger/ledger_key.h"
 #include "ledger/schema.h"
 #include "ledger/spool.h"
 
@@ -57,8 +59,13 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerWriter::Start(WriterOptions 
   std::error_code ignored;
   std::filesystem::create_directories(options.spool_dir, ignored);
   ::chmod(options.spool_dir.c_str(), 0700);
+  if (options.key_file.empty()) options.key_file = DefaultKeyFile();
+  auto key = ReadKeyFile(options.key_file);
+  if (!key.ok()) return key.status();
   std::unique_ptr<LedgerWriter> writer(new LedgerWriter(std::move(options)));
+  writer->key_ = std::move(*key);
   const std::string own_id = NewId("w");
+  writer->writer_id_ = own_id;
   auto spool = Spool::Open(absl::StrCat(writer->options_.spool_dir, "/spool-", own_id, ".log"));
   if (!spool.ok()) return spool.status();
   writer->spool_ = std::move(*spool);
@@ -90,6 +97,10 @@ absl::StatusOr<std::unique_ptr<LedgerWriter>> LedgerWriter::Start(WriterOptions 
     ::closedir(dir);
   }
   writer->stats_.spooling = !writer->spool_->empty();
+  // The checkpoint says at once that this writer exists (0 events): deleting every
+  // event it will write is then a truncation verify sees.
+  absl::Status anchored = writer->MaybeCheckpoint(/*force=*/true);
+  if (!anchored.ok()) return anchored;
   writer->EnsureConnected();
   writer->thread_ = std::thread([w = writer.get()] { w->Run(); });
   return writer;
@@ -102,9 +113,19 @@ LedgerWriter::~LedgerWriter() {
   }
   queue_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Whoever still waits hears that its events were not acknowledged.
+  std::multimap<uint64_t, Waiter> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(waiters_);
+  }
+  for (auto& [ticket, waiter] : left) {
+    waiter.done(ticket <= durable_ ? absl::OkStatus()
+                                   : absl::UnavailableError("ledger writer stopped"));
+  }
 }
 
-absl::StatusOr<v1::LedgerEvent> LedgerWriter::Append(EventInput input) {
+absl::StatusOr<v1::LedgerEvent> LedgerWriter::Append(EventInput input, uint64_t* ticket) {
   if (input.stream_id.empty() || input.type.empty() || input.actor.empty()) {
     return absl::InvalidArgumentError("ledger event needs stream_id, type and actor");
   }
@@ -130,10 +151,17 @@ absl::StatusOr<v1::LedgerEvent> LedgerWriter::Append(EventInput input) {
   event.set_ts_unix_us(static_cast<uint64_t>(options_.clock->UnixMicros()));
   event.set_prev_sha256(tail.last_sha256);
   event.set_sha256(EventHash(event));
+  event.set_writer_id(writer_id_);
+  event.set_writer_seq(next_writer_seq_);
+  event.set_prev_mac(last_mac_);
+  event.set_mac(EventMac(key_, event));
   tail.next_seq += 1;
   tail.last_sha256 = event.sha256();
+  next_writer_seq_ += 1;
+  last_mac_ = event.mac();
   queue_.push_back(event);
   ++appended_;
+  if (ticket != nullptr) *ticket = appended_;
   ++stats_.appended;
   lock.unlock();
   queue_cv_.notify_one();
@@ -152,6 +180,107 @@ absl::Status LedgerWriter::Flush(int timeout_ms) {
     return absl::DeadlineExceededError(
         absl::StrCat("ledger: ", target - durable_, " events not yet durable"));
   }
+  return absl::OkStatus();
+}
+
+uint64_t LedgerWriter::LastTicket() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return appended_;
+}
+
+absl::Status LedgerWriter::Healthy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sticky_error_;
+}
+
+void LedgerWriter::WhenDurable(uint64_t ticket, int timeout_ms,
+                               std::function<void(absl::Status)> done) {
+  absl::Status now;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!sticky_error_.ok()) {
+      now = sticky_error_;
+    } else if (durable_ >= ticket) {
+      now = absl::OkStatus();
+    } else {
+      waiters_.emplace(ticket, Waiter{ticket,
+                                      options_.clock->MonotonicMicros() + timeout_ms * 1000LL,
+                                      std::move(done)});
+      queue_cv_.notify_one();
+      return;
+    }
+  }
+  done(now);
+}
+
+absl::Status LedgerWriter::WaitDurable(uint64_t ticket, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  queue_cv_.notify_one();
+  bool done = durable_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return durable_ >= ticket || !sticky_error_.ok();
+  });
+  if (!sticky_error_.ok()) return sticky_error_;
+  if (!done) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("ledger: ", ticket - durable_, " events not yet durable"));
+  }
+  return absl::OkStatus();
+}
+
+void LedgerWriter::CollectDecided(
+    int64_t now_us,
+    std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>>* out) {
+  if (waiters_.empty()) return;
+  if (!sticky_error_.ok()) {
+    for (auto& [t, w] : waiters_) out->emplace_back(std::move(w.done), sticky_error_);
+    waiters_.clear();
+    return;
+  }
+  while (!waiters_.empty() && waiters_.begin()->first <= durable_) {
+    out->emplace_back(std::move(waiters_.begin()->second.done), absl::OkStatus());
+    waiters_.erase(waiters_.begin());
+  }
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->second.deadline_us <= now_us) {
+      out->emplace_back(std::move(it->second.done),
+                        absl::DeadlineExceededError(absl::StrCat(
+                            "ledger: event ", it->first, " not durable in time (",
+                            it->first - durable_, " behind)")));
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LedgerWriter::NoteCommitted(const std::vector<v1::LedgerEvent>& events) {
+  // Inserted in queue order, which is this writer's chain order; events adopted from
+  // another writer's spool belong to that writer's chain (and checkpoint).
+  for (const auto& e : events) {
+    if (e.writer_id() != writer_id_ || e.writer_seq() + 1 <= committed_events_) continue;
+    committed_events_ = e.writer_seq() + 1;
+    committed_mac_ = e.mac();
+  }
+}
+
+absl::Status LedgerWriter::MaybeCheckpoint(bool force) {
+  const int64_t now = options_.clock->MonotonicMicros();
+  if (!force) {
+    if (committed_events_ == checkpointed_events_ && checkpoint_written_) return absl::OkStatus();
+    if (now - last_checkpoint_us_ < options_.checkpoint_interval_ms * 1000LL) {
+      return absl::OkStatus();
+    }
+  }
+  Checkpoint c;
+  c.writer_id = writer_id_;
+  c.events = committed_events_;
+  c.head_mac = committed_mac_;
+  c.ts_unix_us = options_.clock->UnixMicros();
+  last_checkpoint_us_ = now;
+  absl::Status written = WriteCheckpoint(options_.spool_dir, key_, c);
+  if (!written.ok()) return written;
+  checkpointed_events_ = committed_events_;
+  checkpoint_written_ = true;
   return absl::OkStatus();
 }
 
@@ -188,14 +317,13 @@ bool LedgerWriter::EnsureConnected() {
   last_attempt_us_ = now;
   try {
     auto connection = std::make_unique<DbConnection>(options_.database_url);
-    absl::Status migrated = ApplyMigrations(connection->c);
-    if (!migrated.ok()) {
-      Log(LogLevel::kError, "ledger.migrations.failed", {{"error", migrated.ToString()}});
+    // The writer never migrates, and never writes through a login that could change
+    // what it wrote: such a database is treated as unreachable (events stay spooled).
+    absl::Status checked = CheckWriterSession(connection->c);
+    if (!checked.ok()) {
+      Log(LogLevel::kError, "ledger.writer.refused",
+          {{"reason", ReasonOf(checked)}, {"error", checked.ToString()}});
       return false;
-    }
-    if (options_.use_writer_role) {
-      pqxx::nontransaction tx(connection->c);
-      tx.exec0(absl::StrCat("SET ROLE ", kWriterRole));
     }
     connection_ = std::move(connection);
     Log(LogLevel::kInfo, "ledger.connected");
@@ -214,18 +342,20 @@ absl::Status LedgerWriter::InsertBatch(const std::vector<v1::LedgerEvent>& event
     pqxx::work tx(connection_->c);
     std::string sql =
         "INSERT INTO ledger_events (event_id, stream_id, seq, ts_unix_us, type, actor, "
-        "payload_json, prev_sha256, sha256) VALUES ";
+        "payload_json, prev_sha256, sha256, writer_id, writer_seq, prev_mac, mac) VALUES ";
     for (size_t i = 0; i < events.size(); ++i) {
       const auto& e = events[i];
       absl::StrAppend(&sql, i ? "," : "", "(", tx.quote(e.event_id()), ",",
                       tx.quote(e.stream_id()), ",", e.seq(), ",", e.ts_unix_us(), ",",
                       tx.quote(e.type()), ",", tx.quote(e.actor()), ",",
                       tx.quote(e.payload_json()), ",", tx.quote(e.prev_sha256()), ",",
-                      tx.quote(e.sha256()), ")");
+                      tx.quote(e.sha256()), ",", tx.quote(e.writer_id()), ",", e.writer_seq(),
+                      ",", tx.quote(e.prev_mac()), ",", tx.quote(e.mac()), ")");
     }
     sql += " ON CONFLICT (event_id) DO NOTHING";
     tx.exec0(sql);
     tx.commit();
+    NoteCommitted(events);
     return absl::OkStatus();
   } catch (const pqxx::broken_connection& e) {
     Disconnect();
@@ -304,6 +434,7 @@ void LedgerWriter::HandleBatch(std::vector<v1::LedgerEvent> batch) {
     status = spool_->Append(batch);
     spooled = true;
   }
+  std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>> decided;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!status.ok()) {
@@ -319,8 +450,10 @@ void LedgerWriter::HandleBatch(std::vector<v1::LedgerEvent> batch) {
         stats_.inserted += batch.size();
       }
     }
+    CollectDecided(options_.clock->MonotonicMicros(), &decided);
   }
   durable_cv_.notify_all();
+  for (auto& [done, result] : decided) done(result);
 }
 
 void LedgerWriter::Run() {
@@ -346,6 +479,19 @@ void LedgerWriter::Run() {
         Log(LogLevel::kWarning, "ledger.spool.replay_failed", {{"error", replayed.ToString()}});
       }
     }
+    absl::Status anchored = MaybeCheckpoint(/*force=*/stopping);
+    std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>> decided;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!anchored.ok() && sticky_error_.ok()) {
+        // The anchor of the chain cannot be written: as bad as a spool that cannot.
+        sticky_error_ = absl::DataLossError(absl::StrCat("ledger checkpoint: ", anchored.ToString()));
+        Log(LogLevel::kError, "ledger.checkpoint.failed", {{"error", anchored.ToString()}});
+      }
+      CollectDecided(options_.clock->MonotonicMicros(), &decided);
+    }
+    if (!decided.empty()) durable_cv_.notify_all();
+    for (auto& [done, result] : decided) done(result);
     if (stopping) return;
   }
 }

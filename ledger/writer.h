@@ -16,6 +16,20 @@
 // Memory is bounded: Append() blocks while `max_queued` events wait. Flush() waits until
 // every event appended before it is durable (in Postgres or in the spool).
 //
+// Integrity (docs/ledger.md, "Roles", "Keyed chain", "Checkpoints"): the writer logs in
+// as the insert-only role itself (database_url names it) and refuses a session that
+// could change what it wrote (schema.h, CheckWriterSession); it never migrates. Every
+// event also carries this writer's keyed chain (writer_id, writer_seq, prev_mac, mac:
+// HMAC-SHA-256 under the ledger key), and the head of that chain as committed in
+// Postgres is checkpointed to an HMACed file in the spool directory.
+//
+// Durability acks (group commit): Append() returns the event's ticket (`ticket` out
+// parameter: its position among this writer's events, from 1); WhenDurable(ticket)
+// calls back once every event up to it is committed or fsync'd, or failed. One
+// transaction or one fsync covers all the events queued meanwhile. A spool that cannot
+// be written makes the writer unhealthy for good (Healthy() is DATA_LOSS): nothing
+// newer is acknowledged, and callers refuse new work.
+//
 // Thread-safety: Append, Flush, ResumeStream and GetStats are thread-safe.
 #ifndef GANTRY_LEDGER_WRITER_H_
 #define GANTRY_LEDGER_WRITER_H_
@@ -23,6 +37,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,8 +67,12 @@ struct WriterOptions {
   size_t max_queued = 100000;
   // How often to try Postgres again while spooling.
   int retry_interval_ms = 500;
-  // Write through the insert-only role (SET ROLE gantry_ledger_writer).
-  bool use_writer_role = true;
+  // The ledger key (ledger_key.h); "" means DefaultKeyFile(). Required: a writer
+  // without its key does not start.
+  std::string key_file;
+  // How often the head of this writer's keyed chain, as committed in Postgres, is
+  // checkpointed to "checkpoint-<writer id>.json" in spool_dir (and at start and stop).
+  int checkpoint_interval_ms = 1000;
   const Clock* clock = &SystemClock();
 };
 
@@ -87,7 +107,24 @@ class LedgerWriter {
   // The event as recorded (ids, seq, hashes filled in).
   // Errors: INVALID_ARGUMENT when stream_id, type or actor is empty or the payload is
   // not a JSON object.
-  absl::StatusOr<v1::LedgerEvent> Append(EventInput input);
+  absl::StatusOr<v1::LedgerEvent> Append(EventInput input, uint64_t* ticket = nullptr);
+
+  // How many events have been appended so far: a ticket that covers all of them.
+  uint64_t LastTicket() const;
+
+  // `done` runs once, with OK when every event up to `ticket` is durable, DATA_LOSS when
+  // the spool failed, DEADLINE_EXCEEDED when `timeout_ms` passed first. It runs on the
+  // writer's thread (or at once, on the caller's, when already decided) and must not
+  // block.
+  void WhenDurable(uint64_t ticket, int timeout_ms, std::function<void(absl::Status)> done);
+
+  // Blocks until WhenDurable's answer. Same errors.
+  absl::Status WaitDurable(uint64_t ticket, int timeout_ms);
+
+  // OK, or the sticky spool failure (DATA_LOSS).
+  absl::Status Healthy() const;
+
+  const std::string& writer_id() const { return writer_id_; }
 
   // Errors: DEADLINE_EXCEEDED when not durable in time; DATA_LOSS when the spool
   // cannot be written (then nothing newer is acknowledged).
@@ -115,8 +152,32 @@ class LedgerWriter {
   void Disconnect();
   absl::Status ReplaySpool();
   void HandleBatch(std::vector<v1::LedgerEvent> batch);
+  // Notes committed events of this writer (for the checkpoint).
+  void NoteCommitted(const std::vector<v1::LedgerEvent>& events);
+  // Writes the checkpoint when due (or `force`). Errors from the OS.
+  absl::Status MaybeCheckpoint(bool force);
+  // Answers the WhenDurable waiters that are decided (under mu_; returns them to run).
+  void CollectDecided(int64_t now_us, std::vector<std::pair<std::function<void(absl::Status)>,
+                                                           absl::Status>>* out);
+
+  struct Waiter {
+    uint64_t ticket;
+    int64_t deadline_us;  // monotonic
+    std::function<void(absl::Status)> done;
+  };
 
   const WriterOptions options_;
+  std::string key_;
+  std::string writer_id_;
+  // This writer's keyed chain: the next writer_seq and the last mac (under mu_), and
+  // its head as committed in Postgres (flush thread only).
+  uint64_t next_writer_seq_ = 0;
+  std::string last_mac_;
+  uint64_t committed_events_ = 0;
+  std::string committed_mac_;
+  uint64_t checkpointed_events_ = 0;
+  bool checkpoint_written_ = false;
+  int64_t last_checkpoint_us_ = 0;
   std::unique_ptr<Spool> spool_;
   std::unique_ptr<Spool> dead_letters_;
   std::unique_ptr<DbConnection> connection_;
@@ -131,6 +192,7 @@ class LedgerWriter {
   uint64_t appended_ = 0;
   uint64_t durable_ = 0;
   absl::Status sticky_error_;
+  std::multimap<uint64_t, Waiter> waiters_;  // by ticket
   bool stopping_ = false;
   WriterStats stats_;
   std::thread thread_;

@@ -96,6 +96,12 @@ class EventQueue : public broker::StreamSink,
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back(event);
   }
+  // The gateway's own wake-up (the evidence of the request is durable, or failed): an
+  // event with nothing set, read only while the Terminal waits for it.
+  void PostDurabilityMarker() {
+    OnEvent(v1::StreamEvent());
+    Flush();
+  }
   void Flush() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -277,6 +283,15 @@ absl::StatusOr<std::map<std::string, ModelEntry>> LoadModelCatalog(const std::st
   }
   return out;
 }
+
+uint64_t LedgerRecorder::Mark() { return writer_->LastTicket(); }
+
+void LedgerRecorder::WhenDurable(uint64_t ticket, int timeout_ms,
+                                 std::function<void(absl::Status)> done) {
+  writer_->WhenDurable(ticket, timeout_ms, std::move(done));
+}
+
+absl::Status LedgerRecorder::Healthy() const { return writer_->Healthy(); }
 
 void LedgerRecorder::Record(const std::string& stream_id, const std::string& type,
                             const std::string& payload_json) {
@@ -522,6 +537,11 @@ Gateway::Call::~Call() {
     while (!s_->done) Next(1000);
   }
   s_->gateway->Unregister(s_->request_id);
+  // The Terminal, its outcome recorded, waiting until the recorder says the request's
+  // events are durable (the answer comes as a marker event through `queue`).
+  std::optional<v1::StreamEvent> pending_terminal;
+  std::shared_ptr<absl::Status> durability;  // set (under durability_mu) by the answer
+  std::shared_ptr<std::mutex> durability_mu;
 }
 
 const std::string& Gateway::Call::request_id() const { return s_->request_id; }
@@ -599,6 +619,22 @@ std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
   while (true) {
     event = st.queue->Next(timeout_ms);
     if (!event) return event;
+namespace {
+
+// The calls the policy allowed go out now, then the Terminal (`ready` is empty:
+// NextFromWorker hands it out before reading the queue).
+template <typename State>
+std::optional<v1::StreamEvent> ReleaseHeldCallsThen(State& st, v1::StreamEvent terminal) {
+  if (st.held_calls.empty()) return terminal;
+  st.held_calls.push_back(std::move(terminal));
+  st.ready.swap(st.held_calls);
+  v1::StreamEvent first = std::move(st.ready.front());
+  st.ready.pop_front();
+  return first;
+}
+
+}  // namespace
+
     const Output output = st.gateway->DecideOutput(st, &*event);
     if (output == Output::kDrop) continue;
     now = st.gateway->options_.clock->UnixMicros();
@@ -609,20 +645,62 @@ std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
         st.first_output_seen = true;
         st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
       }
+  if (st.pending_terminal) {
+    // The outcome is recorded; the Terminal goes out once it is durable.
+    while (true) {
+      std::optional<v1::StreamEvent> marker = st.queue->Next(timeout_ms);
+      if (!marker) return std::nullopt;
+      if (marker->event_case() == v1::StreamEvent::EVENT_NOT_SET) break;
+    }
+    absl::Status durable;
+    {
+      std::lock_guard<std::mutex> lock(*st.durability_mu);
+      durable = *st.durability;
+    }
+    event = std::move(st.pending_terminal);
+    st.pending_terminal.reset();
+    st.done = true;
+    if (!durable.ok()) {
+      // Never a response whose evidence may be lost: the client gets the stable error
+      // (its usage is kept and was charged), the calls held for it do not go out.
+      Log(LogLevel::kError, "router.evidence_unavailable",
+          {{"request_id", st.request_id}, {"error", durable.ToString()}});
+      v1::Terminal* t = event->mutable_terminal();
+      t->set_finish_reason(v1::FINISH_ERROR);
+      ToProto(ReasonError("evidence_unavailable",
+                          absl::StrCat("the request's evidence could not be made durable: ",
+                                       durable.message())),
+              t->mutable_status());
+      st.held_calls.clear();
+      return event;
+    }
+    return ReleaseHeldCallsThen(st, std::move(*event));
+  }
     }
     if (output == Output::kPass) break;
     st.held_calls.push_back(std::move(*event));
   }
   if (event->has_terminal()) {
     st.gateway->RecordOutcome(st, event->terminal(), now);
-    st.done = true;
-    if (!st.held_calls.empty()) {
-      // The calls the policy allowed go out now, then the Terminal (`ready` is empty:
-      // NextFromWorker hands it out before reading the queue).
-      st.held_calls.push_back(std::move(*event));
-      st.ready.swap(st.held_calls);
-      event = std::move(st.ready.front());
-      st.ready.pop_front();
+    if (EventRecorder* recorder = st.gateway->options_.recorder; recorder != nullptr) {
+      const uint64_t ticket = recorder->Mark();
+      if (ticket != 0) {
+        // Group commit: the writer acknowledges all the requests of one batch at once.
+        st.pending_terminal = std::move(*event);
+        st.durability = std::make_shared<absl::Status>();
+        st.durability_mu = std::make_shared<std::mutex>();
+        recorder->WhenDurable(
+            ticket, st.gateway->options_.evidence_wait_ms,
+            [queue = st.queue, result = st.durability,
+             mu = st.durability_mu](absl::Status status) {
+              {
+                std::lock_guard<std::mutex> lock(*mu);
+                *result = std::move(status);
+              }
+              queue->PostDurabilityMarker();
+            });
+        return NextFromWorker(timeout_ms);
+      }
     }
   }
   return event;
@@ -637,6 +715,8 @@ Gateway::Output Gateway::DecideOutput(Call::State& st, v1::StreamEvent* event) {
       t->set_finish_reason(v1::FINISH_ERROR);
       ToProto(st.denied, t->mutable_status());
     }
+    st.done = true;
+    return ReleaseHeldCallsThen(st, std::move(*event));
     return Output::kPass;
   }
   if (!st.denied.ok()) return Output::kDrop;  // after a denied call nothing more goes out
@@ -741,6 +821,13 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   // 3. Policy: parameters as they will be used, the offered tools, template kwargs.
   policy::PolicyRequest ask;
   ask.principal = principal_name;
+  if (options_.recorder != nullptr) {
+    // Evidence that cannot be kept: refuse new work rather than serve it unrecorded.
+    if (absl::Status healthy = options_.recorder->Healthy(); !healthy.ok()) {
+      return ReasonError("evidence_unavailable",
+                         absl::StrCat("the ledger cannot keep evidence: ", healthy.message()));
+    }
+  }
   ask.model = req.model();
   using P = policy::Param;
   if (input.has_max_tokens) SetParam(&ask.params, P::kMaxTokens, req.max_tokens());

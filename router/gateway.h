@@ -104,11 +104,25 @@ absl::StatusOr<std::map<std::string, ModelEntry>> LoadModelCatalog(const std::st
 
 // Where ledger events go. LedgerRecorder writes through ledger::LedgerWriter; tests
 // record in memory. Record() must not block for long (LedgerWriter queues).
+// Durability (docs/ledger.md, "Durability"): a request's Terminal reaches its client only
+// once Mark() (taken after its outcome was recorded) is durable; WhenDurable answers on
+// the recorder's thread, without blocking. Healthy() not OK (the spool failed) makes the
+// gateway refuse new work with 503 evidence_unavailable. The defaults: in memory, always
+// durable.
 class EventRecorder {
  public:
   virtual ~EventRecorder() = default;
   virtual void Record(const std::string& stream_id, const std::string& type,
                       const std::string& payload_json) = 0;
+  // A ticket covering every event recorded so far (0: nothing to wait for).
+  virtual uint64_t Mark() { return 0; }
+  virtual void WhenDurable(uint64_t ticket, int timeout_ms,
+                           std::function<void(absl::Status)> done) {
+    (void)ticket;
+    (void)timeout_ms;
+    done(absl::OkStatus());
+  }
+  virtual absl::Status Healthy() const { return absl::OkStatus(); }
 };
 
 class LedgerRecorder : public EventRecorder {
@@ -116,6 +130,10 @@ class LedgerRecorder : public EventRecorder {
   explicit LedgerRecorder(ledger::LedgerWriter* writer) : writer_(writer) {}
   void Record(const std::string& stream_id, const std::string& type,
               const std::string& payload_json) override;
+  uint64_t Mark() override;
+  void WhenDurable(uint64_t ticket, int timeout_ms,
+                   std::function<void(absl::Status)> done) override;
+  absl::Status Healthy() const override;
 
  private:
   ledger::LedgerWriter* writer_;
@@ -130,6 +148,9 @@ struct GatewayOptions {
   // way from the worker when the transports have stopped.
   broker::Broker* broker = nullptr;
   EventRecorder* recorder = nullptr;  // optional; not owned
+  // How long a request's Terminal waits for its evidence to be durable; then the client
+  // gets 503 evidence_unavailable instead (never a response whose evidence may be lost).
+  int evidence_wait_ms = 5000;
   // Budgets and rates per principal (router/budget). gantry-router (router_main.cc)
   // always passes one, so a production router always enforces the policy's budgets;
   // nullptr (no budgets or rates enforced at all) is for tests whose subject is not

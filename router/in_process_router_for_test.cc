@@ -63,7 +63,7 @@ models:
 
 absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::Start(
     const std::string& policy_yaml, std::map<std::string, ModelEntry> models,
-    http::HttpServerOptions http_options) {
+    http::HttpServerOptions http_options, EventRecorder* recorder) {
   std::unique_ptr<InProcessRouterForTest> router(new InProcessRouterForTest());
   auto snapshot = policy::LoadPolicyText(policy_yaml, "test-policy.yaml");
   if (!snapshot.ok()) return snapshot.status();
@@ -80,6 +80,7 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   options.broker = router->broker_.get();
   options.budgets = &router->budgets_;
   router->gateway_ = std::make_unique<Gateway>(std::move(options));
+  options.recorder = recorder;
   // As gantry-router does; a test may pass its own.
   if (!http_options.run_on_loop) http_options.run_on_loop = &Gateway::AnswersWithoutBlocking;
   auto server = http::HttpServer::Start(

@@ -42,9 +42,10 @@ std::string OneUserPolicyForTest(const std::string& defaults = "", const std::st
 class InProcessRouterForTest {
  public:
   // Errors: the policy's validation errors; UNAVAILABLE when a socket cannot bind.
+  // `recorder` (not owned; optional) receives the ledger events, as --ledger's does.
   static absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> Start(
       const std::string& policy_yaml, std::map<std::string, ModelEntry> models,
-      http::HttpServerOptions http_options = {});
+      http::HttpServerOptions http_options = {}, EventRecorder* recorder = nullptr);
   // Stops the HTTP server first (requests in flight are cancelled), then the broker (what
   // its workers have not answered ends with the usage the router knows), then the rest.
   ~InProcessRouterForTest();

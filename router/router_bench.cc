@@ -60,6 +60,7 @@
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+#include <pqxx/pqxx>
 #include <zmq.hpp>
 
 #include "absl/container/flat_hash_map.h"
@@ -67,9 +68,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/ids.h"
 #include "common/sha256.h"
 #include "common/zmq_io.h"
 #include "gantry/v1/gateway.grpc.pb.h"
+#include "ledger/ledger_key.h"
+#include "ledger/schema.h"
+#include "ledger/writer.h"
 #include "proto/worker_frames.h"
 #include "router/fake_worker_for_test.h"
 #include "router/gateway.h"
@@ -223,7 +228,69 @@ class DirectClient {
 
 // ---- routed: the gateway in this process, as gantry-router wires it ----------------
 
-std::unique_ptr<InProcessRouterForTest> StartRouter(std::string* counted_with) {
+// --evidence spool|pg: the router records its ledger events through a real LedgerWriter
+// and holds each answer until they are durable (docs/ledger.md, "Durability"): "spool"
+// fsyncs them into a spool in a temporary directory (Postgres unreachable); "pg" commits
+// them in a fresh database of $GANTRY_TEST_PG_URL, as the writer role.
+struct Evidence {
+  std::unique_ptr<ledger::LedgerWriter> writer;
+  std::unique_ptr<LedgerRecorder> recorder;
+  std::string dir;
+};
+
+std::unique_ptr<Evidence> StartEvidence(const std::string& mode) {
+  if (mode.empty() || mode == "none") return nullptr;
+  auto evidence = std::make_unique<Evidence>();
+  char tmpl[] = "/tmp/router-bench-evidence-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return nullptr;
+  evidence->dir = tmpl;
+  ledger::WriterOptions options;
+  options.spool_dir = evidence->dir + "/spool";
+  options.key_file = evidence->dir + "/ledger.key";
+  if (!ledger::GenerateKeyFile(options.key_file).ok()) return nullptr;
+  if (mode == "spool") {
+    options.database_url = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=1";
+    options.retry_interval_ms = 1 << 30;  // never again: every batch is an fsync
+  } else if (mode == "pg") {
+    const char* server = std::getenv("GANTRY_TEST_PG_URL");
+    if (server == nullptr) {
+      std::fprintf(stderr, "router_bench: --evidence pg needs GANTRY_TEST_PG_URL\n");
+      return nullptr;
+    }
+    try {
+      std::string url = server;
+      const std::string db = NewId("bench");
+      {
+        pqxx::connection admin(url);
+        pqxx::nontransaction tx(admin);
+        tx.exec0("CREATE DATABASE " + db);
+      }
+      url = url.substr(0, url.rfind('/') + 1) + db;
+      pqxx::connection owner(url);
+      if (!ledger::SetupLedger(owner, "").ok()) return nullptr;
+      const size_t at = url.find("://") + 3;
+      options.database_url = absl::StrCat(url.substr(0, at), ledger::kWriterRole,
+                                          url.substr(url.find('@', at)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "router_bench: %s\n", e.what());
+      return nullptr;
+    }
+  } else {
+    std::fprintf(stderr, "router_bench: --evidence none|spool|pg\n");
+    return nullptr;
+  }
+  auto writer = ledger::LedgerWriter::Start(options);
+  if (!writer.ok()) {
+    std::fprintf(stderr, "router_bench: %s\n", writer.status().ToString().c_str());
+    return nullptr;
+  }
+  evidence->writer = std::move(*writer);
+  evidence->recorder = std::make_unique<LedgerRecorder>(evidence->writer.get());
+  return evidence;
+}
+
+std::unique_ptr<InProcessRouterForTest> StartRouter(std::string* counted_with,
+                                                    EventRecorder* recorder) {
   absl::StatusOr<std::shared_ptr<const PromptCounter>> counter;
   if (const char* ref = std::getenv("GANTRY_REFERENCE_DIR")) {
     counter = LoadPromptCounter(std::string(ref) + "/tokenizers/qwen3");
@@ -238,7 +305,8 @@ std::unique_ptr<InProcessRouterForTest> StartRouter(std::string* counted_with) {
   if (entry.counter == nullptr) return nullptr;
   ModelEntry tools_entry = entry;
   tools_entry.name = kToolsModel;
-  auto router = InProcessRouterForTest::Start(Policy(), {{kModel, entry}, {kToolsModel, tools_entry}});
+  auto router = InProcessRouterForTest::Start(
+      Policy(), {{kModel, entry}, {kToolsModel, tools_entry}}, {}, recorder);
   return router.ok() ? std::move(*router) : nullptr;
 }
 
@@ -579,8 +647,18 @@ int Main(int argc, char** argv) {
   }
 
   // Routed.
+  std::string evidence_mode;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--evidence") evidence_mode = argv[i + 1];
+  }
+  std::unique_ptr<Evidence> evidence = StartEvidence(evidence_mode);
+  if (!evidence_mode.empty() && evidence_mode != "none" && evidence == nullptr) return 1;
+  std::printf("evidence: %s\n", evidence == nullptr ? "none (no ledger)"
+                                 : evidence_mode == "pg"
+                                     ? "durable in Postgres (group commit) before each answer"
+                                     : "fsync'd in a spool (group commit) before each answer");
   std::string counted_with;
-  auto router = StartRouter(&counted_with);
+  auto router = StartRouter(&counted_with, evidence ? evidence->recorder.get() : nullptr);
   if (router == nullptr) {
     std::fprintf(stderr, "router_bench: the router did not start\n");
     return 1;

@@ -26,6 +26,7 @@ const char* RouterUsage() {
   return "usage: gantry-router --policy FILE --models FILE [--listen 127.0.0.1:8080]\n"
          "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n"
          "       [--curve-key ROUTER.key --worker-keys ALLOWLIST] [--insecure-workers]\n"
+         "       [--ledger-key FILE]\n"
          "       [--tls-cert CERT.pem --tls-key KEY.pem] [--grpc-listen HOST:PORT]\n"
          "       [--budget-sync-ms 500]\n";
 }
@@ -37,6 +38,7 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
       {"--policy", &flags.policy_path},    {"--models", &flags.models_path},
       {"--ledger", &flags.ledger_url},     {"--ledger-spool", &flags.spool_dir},
       {"--curve-key", &flags.curve_key},   {"--worker-keys", &flags.worker_keys},
+      {"--ledger-key", &flags.ledger_key},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--grpc-listen", &flags.grpc_listen}, {"--budget-sync-ms", &flags.budget_sync_ms_text},
   };

@@ -21,6 +21,9 @@ struct RouterFlags {
   std::string models_path;
   std::string ledger_url;
   std::string spool_dir = "/var/lib/gantry/spool";
+  // The ledger key (ledger/ledger_key.h); "": $GANTRY_LEDGER_KEY, else
+  // $GANTRY_HOME/ledger.key. The --ledger URL names the writer role, never the owner.
+  std::string ledger_key;
   std::string curve_key;       // the router's CURVE secret key file
   std::string worker_keys;     // allow-list of worker public keys
   bool insecure_workers = false;

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     ledger::WriterOptions options;
     options.database_url = flags.ledger_url;
     options.spool_dir = flags.spool_dir;
+    options.key_file = flags.ledger_key;
     auto writer = ledger::LedgerWriter::Start(options);
     if (!writer.ok()) return Die("ledger", writer.status().ToString());
     ledger_writer = std::move(*writer);

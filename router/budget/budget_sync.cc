@@ -90,7 +90,12 @@ absl::Status BudgetSync::SyncOnce() {
       impl_->table_ready = false;
     }
     pqxx::work tx(*impl_->conn);
-    if (!impl_->table_ready) tx.exec0(kCreateTable);
+    // The ledger's setup creates the table for the writer role, which may not create
+    // tables (CREATE ... IF NOT EXISTS still needs that privilege).
+    if (!impl_->table_ready &&
+        tx.exec1("SELECT to_regclass('gantry_budget_usage') IS NULL")[0].as<bool>()) {
+      tx.exec0(kCreateTable);
+    }
     const std::string me = tx.quote(options_.router_id);
     if (!local.empty()) {
       std::string sql =

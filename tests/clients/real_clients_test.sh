@@ -101,10 +101,12 @@ JSON
 db="t_clients_$$_$RANDOM"
 psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" || { bad setup "create database"; finish; }
 ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
+export GANTRY_LEDGER_KEY="$tmp/ledger.key"  # the owner sets up; the router logs in as the writer
+writer_url=$("$g" ledger setup --db "$ledger_url") || { bad setup "ledger setup: $writer_url"; finish; }
 http=$(free_port); zport=$(free_port)
 router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
   --policy "$tmp/policy.yaml" --models "$tmp/models.json" \
-  --ledger "$ledger_url" --ledger-spool "$tmp/spool" >"$tmp/router.log" 2>&1 &
+  --ledger "$writer_url" --ledger-spool "$tmp/spool" >"$tmp/router.log" 2>&1 &
 pids+=($!)
 worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
   --capacity "$ctx" --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
@@ -335,7 +337,7 @@ opencode_client opencode-denied-responses @ai-sdk/openai "$opencode_denied_promp
 check_denied opencode-denied-responses "$rc" "$elapsed" "$tmp/opencode-denied-responses.out" "$since" 2 \
   read grants[1].tools.read.args.filePath "\"error\":{\"code\":\"tool_call_denied\",\"message\":\"$opencode_denial\"}"
 
-out=$("$g" ledger verify --db "$ledger_url" 2>&1)
+out=$("$g" ledger verify --db "$ledger_url" --checkpoints "$tmp/spool" 2>&1)
 [ $? = 0 ] && ok ledger-chains-verify || bad ledger-chains-verify "$out"
 # The evidence files hold what the checks needed; the run's database goes.
 { cleanup; wait; } 2>/dev/null

@@ -28,7 +28,10 @@ ledger_args=()
 if [ -n "${GANTRY_TEST_PG_URL:-}" ]; then
   db="t_e2e_$$_$RANDOM"
   psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" && ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
-  ledger_args=(--ledger "$ledger_url" --ledger-spool "$tmp/spool")
+  # The owner sets the ledger up (and the key); the routers log in as the writer role.
+  export GANTRY_LEDGER_KEY="$tmp/ledger.key"
+  writer_url=$("$g" ledger setup --db "$ledger_url") || bad ledger-setup "$writer_url"
+  ledger_args=(--ledger "$writer_url" --ledger-spool "$tmp/spool")
 fi
 http=$(free_port); zport=$(free_port); grpc=$(free_port)
 router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
@@ -225,7 +228,7 @@ for _ in $(seq 1 100); do status=$(chat gantry-demo-dev "$body"); [ "$status" = 
 
 if [ ${#ledger_args[@]} -gt 0 ]; then
   sleep 0.5
-  out=$("$g" ledger verify --db "$ledger_url" 2>&1)
+  out=$("$g" ledger verify --db "$ledger_url" --checkpoints "$tmp/spool" 2>&1)
   [ $? = 0 ] && grep -qE '^[1-9][0-9]* streams' <<<"$out" && ok ledger-chains-verify || bad ledger-chains-verify "$out"
   n=$(psql -tA "$ledger_url" -c "select count(*) from ledger_events where type = 'dispatch.sent'")
   [ "${n:-0}" -ge 4 ] && ok ledger-dispatch-events || bad ledger-dispatch-events "dispatch.sent rows: $n"

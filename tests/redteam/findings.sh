@@ -96,7 +96,9 @@ YAML
 "$g" policy check "$tmp/policy.yaml" >/dev/null || { echo "setup: policy check failed"; exit 2; }
 
 http=$(free_port); zport=$(free_port); grpc=$(free_port)
-"$BIN/router/gantry-router" --listen "127.0.0.1:$http" --grpc-listen "127.0.0.1:$grpc" \
+# The writer needs its ledger key even when it can only spool.
+(umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$tmp/ledger.key"; echo >>"$tmp/ledger.key")
+"$BIN/router/gantry-router" --ledger-key "$tmp/ledger.key" --listen "127.0.0.1:$http" --grpc-listen "127.0.0.1:$grpc" \
   --workers "tcp://127.0.0.1:$zport" --policy "$tmp/policy.yaml" --models "$tmp/models.json" \
   --ledger "postgresql://nobody@/none?host=$tmp/nosock&connect_timeout=1" --ledger-spool "$tmp/spool" \
   >"$tmp/router.log" 2>&1 &
