@@ -73,14 +73,14 @@ constexpr ErrorReason kReasons[] = {
      "the gateway is at its connection limit"},
     {"request_timeout", C::kDeadlineExceeded, 408, false,
      "the request's head or body did not arrive in time, or its body came too slowly"},
+    {"evidence_unavailable", C::kUnavailable, 503, true,
+     "the ledger cannot make this request's evidence durable (spool failed or too slow)"},
     {"internal", C::kInternal, 500, false, "a bug in Gantry"},
 };
 
 int HttpStatusForCode(absl::StatusCode code) {
   switch (code) {
     case C::kOk: return 200;
-    {"evidence_unavailable", C::kUnavailable, 503, true,
-     "the ledger cannot make this request's evidence durable (spool failed or too slow)"},
     case C::kInvalidArgument: return 400;
     case C::kFailedPrecondition: return 400;
     case C::kOutOfRange: return 400;

@@ -524,6 +524,11 @@ struct Gateway::Call::State {
   // Set by the first denied call: nothing more of the worker's output is handed out,
   // and its Terminal becomes this error (with the worker's usage, which is charged).
   absl::Status denied;
+  // The Terminal, its outcome recorded, waiting until the recorder says the request's
+  // events are durable (the answer comes as a marker event through `queue`).
+  std::optional<v1::StreamEvent> pending_terminal;
+  std::shared_ptr<absl::Status> durability;  // set (under durability_mu) by the answer
+  std::shared_ptr<std::mutex> durability_mu;
 };
 
 Gateway::Call::Call() : s_(std::make_unique<State>()) {}
@@ -537,11 +542,6 @@ Gateway::Call::~Call() {
     while (!s_->done) Next(1000);
   }
   s_->gateway->Unregister(s_->request_id);
-  // The Terminal, its outcome recorded, waiting until the recorder says the request's
-  // events are durable (the answer comes as a marker event through `queue`).
-  std::optional<v1::StreamEvent> pending_terminal;
-  std::shared_ptr<absl::Status> durability;  // set (under durability_mu) by the answer
-  std::shared_ptr<std::mutex> durability_mu;
 }
 
 const std::string& Gateway::Call::request_id() const { return s_->request_id; }
@@ -606,19 +606,6 @@ std::optional<v1::StreamEvent> Gateway::Call::Next(int timeout_ms) {
   }
 }
 
-std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
-  State& st = *s_;
-  if (!st.ready.empty()) {
-    v1::StreamEvent event = std::move(st.ready.front());
-    st.ready.pop_front();
-    return event;
-  }
-  if (st.done) return std::nullopt;
-  std::optional<v1::StreamEvent> event;
-  int64_t now = 0;
-  while (true) {
-    event = st.queue->Next(timeout_ms);
-    if (!event) return event;
 namespace {
 
 // The calls the policy allowed go out now, then the Terminal (`ready` is empty:
@@ -635,16 +622,16 @@ std::optional<v1::StreamEvent> ReleaseHeldCallsThen(State& st, v1::StreamEvent t
 
 }  // namespace
 
-    const Output output = st.gateway->DecideOutput(st, &*event);
-    if (output == Output::kDrop) continue;
-    now = st.gateway->options_.clock->UnixMicros();
-    st.evidence->Observe(*event, now);
-    if (event->has_text() || event->has_reasoning() || event->has_tool_call()) {
-      ++st.output_events;
-      if (!st.first_output_seen) {
-        st.first_output_seen = true;
-        st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
-      }
+std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
+  State& st = *s_;
+  if (!st.ready.empty()) {
+    v1::StreamEvent event = std::move(st.ready.front());
+    st.ready.pop_front();
+    return event;
+  }
+  if (st.done) return std::nullopt;
+  std::optional<v1::StreamEvent> event;
+  int64_t now = 0;
   if (st.pending_terminal) {
     // The outcome is recorded; the Terminal goes out once it is durable.
     while (true) {
@@ -676,6 +663,19 @@ std::optional<v1::StreamEvent> ReleaseHeldCallsThen(State& st, v1::StreamEvent t
     }
     return ReleaseHeldCallsThen(st, std::move(*event));
   }
+  while (true) {
+    event = st.queue->Next(timeout_ms);
+    if (!event) return event;
+    const Output output = st.gateway->DecideOutput(st, &*event);
+    if (output == Output::kDrop) continue;
+    now = st.gateway->options_.clock->UnixMicros();
+    st.evidence->Observe(*event, now);
+    if (event->has_text() || event->has_reasoning() || event->has_tool_call()) {
+      ++st.output_events;
+      if (!st.first_output_seen) {
+        st.first_output_seen = true;
+        st.gateway->metrics_.FirstOutput((now - st.received_us) / 1e6);
+      }
     }
     if (output == Output::kPass) break;
     st.held_calls.push_back(std::move(*event));
@@ -702,6 +702,8 @@ std::optional<v1::StreamEvent> ReleaseHeldCallsThen(State& st, v1::StreamEvent t
         return NextFromWorker(timeout_ms);
       }
     }
+    st.done = true;
+    return ReleaseHeldCallsThen(st, std::move(*event));
   }
   return event;
 }
@@ -715,8 +717,6 @@ Gateway::Output Gateway::DecideOutput(Call::State& st, v1::StreamEvent* event) {
       t->set_finish_reason(v1::FINISH_ERROR);
       ToProto(st.denied, t->mutable_status());
     }
-    st.done = true;
-    return ReleaseHeldCallsThen(st, std::move(*event));
     return Output::kPass;
   }
   if (!st.denied.ok()) return Output::kDrop;  // after a denied call nothing more goes out
@@ -808,6 +808,13 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
 absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     const std::shared_ptr<const policy::Snapshot>& snapshot, const std::string& principal_name,
     ChatInput input, http::HeaderList* headers) {
+  if (options_.recorder != nullptr) {
+    // Evidence that cannot be kept: refuse new work rather than serve it unrecorded.
+    if (absl::Status healthy = options_.recorder->Healthy(); !healthy.ok()) {
+      return ReasonError("evidence_unavailable",
+                         absl::StrCat("the ledger cannot keep evidence: ", healthy.message()));
+    }
+  }
   v1::InferenceRequest& req = input.request;
   const std::string request_id = NewId("req");
   req.set_request_id(request_id);
@@ -821,13 +828,6 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   // 3. Policy: parameters as they will be used, the offered tools, template kwargs.
   policy::PolicyRequest ask;
   ask.principal = principal_name;
-  if (options_.recorder != nullptr) {
-    // Evidence that cannot be kept: refuse new work rather than serve it unrecorded.
-    if (absl::Status healthy = options_.recorder->Healthy(); !healthy.ok()) {
-      return ReasonError("evidence_unavailable",
-                         absl::StrCat("the ledger cannot keep evidence: ", healthy.message()));
-    }
-  }
   ask.model = req.model();
   using P = policy::Param;
   if (input.has_max_tokens) SetParam(&ask.params, P::kMaxTokens, req.max_tokens());

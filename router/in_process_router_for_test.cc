@@ -79,8 +79,8 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   options.models = std::move(models);
   options.broker = router->broker_.get();
   options.budgets = &router->budgets_;
-  router->gateway_ = std::make_unique<Gateway>(std::move(options));
   options.recorder = recorder;
+  router->gateway_ = std::make_unique<Gateway>(std::move(options));
   // As gantry-router does; a test may pass its own.
   if (!http_options.run_on_loop) http_options.run_on_loop = &Gateway::AnswersWithoutBlocking;
   auto server = http::HttpServer::Start(

@@ -25,8 +25,8 @@ absl::Status ParseHostPort(const char* flag, const std::string& value, std::stri
 const char* RouterUsage() {
   return "usage: gantry-router --policy FILE --models FILE [--listen 127.0.0.1:8080]\n"
          "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n"
-         "       [--curve-key ROUTER.key --worker-keys ALLOWLIST] [--insecure-workers]\n"
          "       [--ledger-key FILE]\n"
+         "       [--curve-key ROUTER.key --worker-keys ALLOWLIST] [--insecure-workers]\n"
          "       [--tls-cert CERT.pem --tls-key KEY.pem] [--grpc-listen HOST:PORT]\n"
          "       [--budget-sync-ms 500]\n";
 }
@@ -37,8 +37,8 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
       {"--listen", &flags.listen},         {"--workers", &flags.workers},
       {"--policy", &flags.policy_path},    {"--models", &flags.models_path},
       {"--ledger", &flags.ledger_url},     {"--ledger-spool", &flags.spool_dir},
-      {"--curve-key", &flags.curve_key},   {"--worker-keys", &flags.worker_keys},
       {"--ledger-key", &flags.ledger_key},
+      {"--curve-key", &flags.curve_key},   {"--worker-keys", &flags.worker_keys},
       {"--tls-cert", &flags.tls_cert},     {"--tls-key", &flags.tls_key},
       {"--grpc-listen", &flags.grpc_listen}, {"--budget-sync-ms", &flags.budget_sync_ms_text},
   };
