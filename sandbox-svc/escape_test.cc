@@ -391,10 +391,10 @@ std::string ToolsPolicy(const std::vector<std::string>& executables,
   return testing::PolicyGranting("tools", executables, extra);
 }
 
-// The whole workspace is a write grant unless `read_only`.
+// The whole workspace is a write grant unless `write_paths` says otherwise.
 v1::ToolResult RunUnder(const std::string& policy_text, const std::string& ws,
                         const std::vector<std::string>& argv, const std::string& stdin_data = "",
-                        bool read_only = false) {
+                        const std::vector<std::string>& write_paths = {"**"}) {
   auto policy = policy::LoadPolicyText(policy_text, "escape.yaml");
   EXPECT_TRUE(policy.ok()) << policy.status() << "\n" << policy_text;
   if (!policy.ok()) return {};
@@ -402,7 +402,7 @@ v1::ToolResult RunUnder(const std::string& policy_text, const std::string& ws,
   options.policy = [snapshot = *policy] { return snapshot; };
   v1::ToolCall call = ExecCall(ws, argv);
   call.mutable_grant()->set_exec_rules("tools");
-  if (!read_only) call.mutable_grant()->add_write_paths("**");
+  for (const auto& path : write_paths) call.mutable_grant()->add_write_paths(path);
   call.mutable_exec()->set_stdin(stdin_data);
   call.mutable_limits()->set_wall_ms(10000);
   return Sandbox(options).Run(call);
@@ -502,34 +502,110 @@ TEST_F(EscapeTest, AWorkspaceLinkToTheLoaderIsNotAGrantedProgram) {
   const std::string cat = "{executable: /usr/bin/cat, operands: {globs: [\"/workspace/**\"]}}";
   const std::string policy = ToolsPolicy({"/workspace/tool", "/workspace/idlink"}, {cat});
   auto copy = RunUnder(policy, ws_, {"/workspace/tool", "--library-path", "/workspace/lib",
-                                     "/workspace/idcopy"}, "", /*read_only=*/true);
+                                     "/workspace/idcopy"}, "", /*write_paths=*/{});
   t.Attempt(absl::StrContains(copy.stdout(), "uid="), "the loader ran a copy of id");
   EXPECT_TRUE(Refused(copy)) << copy.ShortDebugString();
   auto host = RunUnder(policy, ws_, {"/workspace/tool", "/usr/bin/cat", "/etc/localtime"}, "",
-                       /*read_only=*/true);
+                       /*write_paths=*/{});
   t.Attempt(absl::StrContains(host.stdout(), "TZif"), "the loader ran cat past its globs");
   EXPECT_TRUE(Refused(host)) << host.ShortDebugString();
-  auto link = RunUnder(policy, ws_, {"/workspace/idlink"}, "", /*read_only=*/true);
+  auto link = RunUnder(policy, ws_, {"/workspace/idlink"}, "", /*write_paths=*/{});
   t.Attempt(absl::StrContains(link.stdout(), "uid="), "a workspace link to id ran id");
   EXPECT_EQ(link.outcome(), v1::TOOL_DENIED) << link.ShortDebugString();
   // The loader by its own path, not granted: refused like any other program.
   auto direct = RunUnder(ToolsPolicy({"/usr/bin/env"}, {cat}), ws_,
                          {"env", "/lib64/ld-linux-x86-64.so.2", "/usr/bin/cat", "/etc/localtime"},
-                         "", /*read_only=*/true);
+                         "", /*write_paths=*/{});
   t.Attempt(absl::StrContains(direct.stdout(), "TZif"), "env ran the loader");
   EXPECT_TRUE(Refused(direct)) << direct.ShortDebugString();
-  // No workspace program is granted: nothing there can be mapped executable.
-  auto map = RunUnder(ToolsPolicy({"/usr/bin/perl"}), ws_,
+  // No workspace program is granted (a path that names nothing, the link to the loader
+  // or an absent file, does not count): nothing there can be mapped executable.
+  auto map = RunUnder(ToolsPolicy({"/usr/bin/perl", "/workspace/tool", "/workspace/absent"}), ws_,
                       {"perl", "-e",
                        "open F, '<', '/workspace/idcopy' or die; "
                        "print syscall(9, 0, 4096, 5, 2, fileno(F), 0) == -1 ? \"refused: $!\" : 'mapped'"},
-                      "", /*read_only=*/true);
+                      "", /*write_paths=*/{});
   EXPECT_EQ(map.stdout(), "refused: Operation not permitted") << map.ShortDebugString();
   t.Attempt(map.stdout() == "mapped", "PROT_EXEC mapping of a workspace file");
   // Control: a workspace program that is granted (a regular file there) still runs.
   auto granted = RunUnder(ToolsPolicy({"/workspace/idcopy"}), ws_, {"/workspace/idcopy", "-u"}, "",
-                          /*read_only=*/true);
+                          /*write_paths=*/{});
   EXPECT_EQ(granted.stdout(), "1000\n") << granted.ShortDebugString();
+  EXPECT_EQ(t.successes(), 0);
+}
+
+// A second red team's findings: each made the supervisor decide one file while the
+// kernel ran another, or widened a write grant.
+TEST_F(EscapeTest, SecondRedTeamDecidedOneFileRanAnother) {
+  EscapeTally t("a second red team: cwd sharing, /dev, hard links, a deep cwd, a linked grant");
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat(
+      "mkdir -p out ro src/deep secrets && echo TOP-SECRET > secrets/key && "
+      "printf '#!/usr/bin/cat\n' > tool && chmod 755 tool && ln tool out/tool && "
+      "printf '/usr/bin/cat\\0' > ro/args && ln ro/args out/args && chmod 444 ro/args && "
+      "ln -s . build && chown -R ", kUid, ":", kUid, " .")));
+  // 1. clone(CLONE_FS): a process sharing the exec'ing one's cwd could chdir between the
+  // check and the kernel's lookup. Refused; fork still works.
+  auto fs = RunUnder(ToolsPolicy({"/usr/bin/perl"}), ws_,
+                     {"perl", "-e",
+                      "my $r = syscall(56, 0x200 | 17, 0, 0, 0, 0); if ($r == 0) { syscall(60, 0) } "
+                      "print $r == -1 ? \"refused: $!\" : 'cloned'; my $p = fork(); "
+                      "if ($p == 0) { exit 0 } waitpid($p, 0); print ' fork ok'"});
+  EXPECT_EQ(fs.stdout(), "refused: Operation not permitted fork ok") << fs.ShortDebugString();
+  t.Attempt(absl::StartsWith(fs.stdout(), "cloned"), "clone(CLONE_FS)");
+  // 2. /dev was a writable tmpfs without noexec: a program copied there could be mapped
+  // executable (and exec'd through 1). Read-only now; /dev/null still takes writes.
+  auto dev = RunUnder(ToolsPolicy({"/usr/bin/perl"}), ws_,
+                      {"perl", "-e",
+                       "open(A, '>', '/dev/shm/x') && print 'wrote '; open(B, '>', '/dev/x') && "
+                       "print 'wrote '; open(N, '>', '/dev/null') && print(N 'x') && print 'null-ok'"});
+  EXPECT_EQ(dev.stdout(), "null-ok") << dev.ShortDebugString();
+  t.Attempt(absl::StrContains(dev.stdout(), "wrote"), "a file written into /dev");
+  // 3. The executed file has a hard link in a write grant: its "#!" line could be
+  // rewritten after the check. Refused whatever it says now.
+  auto linked = RunUnder(ToolsPolicy({"/workspace/tool", "/usr/bin/cat"}), ws_, {"/workspace/tool"},
+                         "", /*write_paths=*/{"out/**"});
+  EXPECT_TRUE(Refused(linked)) << linked.ShortDebugString();
+  bool writable_refusal = false;
+  for (const auto& e : linked.execs()) writable_refusal |= !e.allowed() && e.rule_id() == "exec_writable";
+  EXPECT_TRUE(writable_refusal) << linked.ShortDebugString();
+  // 4. A working directory deeper than 4 KiB of path: readlink fails, and relative
+  // paths and operands were decided as if in "/" (find -execdir cat read outside cat's
+  // globs). Refused now.
+  ASSERT_TRUE(HostSh(ws_ + "/src/deep", absl::StrCat(
+      "d=$(printf 'a%.0s' $(seq 200)); for i in $(seq 21); do mkdir $d && cd $d; done; "
+      "echo x > leaf && mkdir -p workspace/src && ln -s /workspace/secrets/key workspace/src/x; "
+      "chown -R ", kUid, ":", kUid, " ", ws_, "/src")));
+  auto deep = RunUnder(
+      ToolsPolicy({}, {"{executable: /usr/bin/find, operands: {globs: [\"/workspace/**\"]}}",
+                       "{executable: /usr/bin/cat, operands: {globs: [\"/workspace/src/**\"]}}"}),
+      ws_, {"find", "/workspace/src/deep", "-name", "leaf", "-execdir", "cat", "workspace/src/x", ";"},
+      "", /*write_paths=*/{});
+  t.Attempt(absl::StrContains(deep.stdout(), "TOP-SECRET"), "find -execdir cat from a deep cwd");
+  EXPECT_TRUE(Refused(deep)) << deep.ShortDebugString().substr(0, 2000);
+  // 5. execve's path in a mapping of a 0444 file with a hard link in a write grant: its
+  // owner can chmod and rewrite it through that name. Refused (exec_unstable).
+  auto mapped = RunUnder(ToolsPolicy({"/usr/bin/python3", "/usr/bin/cat"}), ws_,
+                         {"python3", "-c",
+                          "import ctypes, os\n"
+                          "libc = ctypes.CDLL(None, use_errno=True)\n"
+                          "libc.mmap.restype = ctypes.c_void_p\n"
+                          "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, "
+                          "ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+                          "fd = os.open('/workspace/ro/args', os.O_RDONLY)\n"
+                          "addr = libc.mmap(None, 4096, 1, 2, fd, 0)\n"
+                          "argv = (ctypes.c_char_p * 3)(b'/usr/bin/cat', b'/dev/null', None)\n"
+                          "libc.execve(ctypes.c_void_p(addr), argv, (ctypes.c_char_p * 1)(None))\n"
+                          "print('errno', ctypes.get_errno())\n"},
+                         "", /*write_paths=*/{"out/**"});
+  EXPECT_EQ(mapped.stdout(), "errno 13\n") << mapped.ShortDebugString();
+  t.Attempt(mapped.stdout().empty() && mapped.exit_code() == 0, "exec with its path in a re-writable mapping");
+  // 6. A write grant through a workspace link (`build -> .`) bound the whole workspace
+  // read-write. A grant reached through a link is not mounted writable now.
+  v1::ToolCall call = ExecCall(ws_, {});
+  call.mutable_grant()->add_write_paths("build/**");
+  auto widened = Exec(ws_, {"sh", "-c", "echo backdoored > /workspace/a.txt; echo done"}, &call);
+  EXPECT_EQ(widened.stdout(), "done\n") << widened.ShortDebugString();
+  t.Attempt(ReadHostFile(ws_ + "/a.txt") != "original\n", "a.txt written through build -> .");
   EXPECT_EQ(t.successes(), 0);
 }
 
@@ -598,7 +674,7 @@ TEST_F(EscapeTest, ExecSupervisorFamilies) {
        false},
       {"descriptor inheritance: exec /dev/fd/N", {"/usr/bin/perl"},
        {"perl", "-e", "open(my $f, '<', '/usr/bin/touch'); $^F = 10; exec '/dev/fd/' . fileno($f), 'MARK'"},
-       false},
+       false, false},  // /dev/fd leads to /proc/self/fd, and there is no /proc
       {"/proc/self/exe", {"/usr/bin/perl"},
        {"perl", "-e", "exec '/proc/self/exe', '-e', 'exec q(touch), q(MARK)'"}, false, false},
       {"LD_PRELOAD set by the program", {"/usr/bin/perl", "/usr/bin/cat"},

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -61,6 +62,15 @@ class OwnedFd {
 
 std::string ProcPath(pid_t pid, absl::string_view rest) {
   return absl::StrCat("/proc/", pid, "/", rest);
+}
+
+// A file on a read-only mount can still change through another name on a writable
+// one: a hard link in a write grant (made by whoever wrote the workspace; a link across
+// mounts cannot be made from inside). Its owner can always chmod it through that name,
+// so its mode bits say nothing; only root's files that no one else may write are safe
+// whatever their links (the system's own hard links, perl and perl5.36.0).
+bool WritableElsewhere(const struct stat& st) {
+  return st.st_nlink > 1 && (st.st_uid != 0 || (st.st_mode & 0022) != 0);
 }
 
 bool OnReadOnlyMount(int fd) {
@@ -237,13 +247,6 @@ class StableMemory {
     struct stat st;
     return fstatat(root.get(), path->c_str() + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
            st.st_ino == m.inode && !WritableElsewhere(st);
-  }
-
-  // A file on a read-only mount can still change through another name on a writable
-  // one: a hard link (made by an earlier call whose grant covered both names). Root's
-  // files (the system's) cannot be written by the sandbox whatever their links.
-  static bool WritableElsewhere(const struct stat& st) {
-    return st.st_nlink > 1 && st.st_uid != 0 && (st.st_mode & 0222) != 0;
   }
 
   pid_t pid_;
@@ -442,6 +445,11 @@ absl::StatusOr<std::string> ResolveForExec(pid_t pid, absl::string_view cwd,
     }
     if (!todo.empty()) return NotFound(err, ENOTDIR, "not a directory");
     if (!S_ISREG(st.st_mode)) return NotFound(err, EACCES, "not a regular file");
+    // Its bytes (a "#!" line, PT_INTERP) are read to decide: they must not change after.
+    if (WritableElsewhere(st)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "'", comp, "' has another name (a hard link) through which it could be rewritten"));
+    }
     std::string out;
     for (const auto& n : names) absl::StrAppend(&out, "/", n);
     absl::StrAppend(&out, "/", comp);
@@ -631,12 +639,22 @@ bool ExecSupervisor::HandleOne() {
   } else if (x.argv.empty() || x.argv[0].empty()) {
     v = Refuse("exec_argv", "exec with an empty argv[0] is refused");
   } else {
+    // The working directory, which relative paths and operands are read against. One
+    // that cannot be read whole (deeper than 4 KiB of path: readlink fails; deleted) is
+    // refused, never taken for "/" (found by a red team: a deep cwd made every relative
+    // path and operand be decided as if the process were in "/").
     char cwd[kMaxPath + 1];
     ssize_t n = readlink(ProcPath(x.pid, "cwd").c_str(), cwd, kMaxPath);
-    x.cwd = n > 0 && cwd[0] == '/' ? std::string(cwd, static_cast<size_t>(n)) : "/";
+    const bool cwd_ok = n > 0 && n < static_cast<ssize_t>(kMaxPath) && cwd[0] == '/' &&
+                        !absl::EndsWith(absl::string_view(cwd, static_cast<size_t>(n)), " (deleted)");
+    if (cwd_ok) x.cwd.assign(cwd, static_cast<size_t>(n));
     int err = 0;
-    auto exe = ResolveForExec(x.pid, x.cwd, x.path, &err);
-    if (exe.ok()) {
+    absl::StatusOr<std::string> exe = absl::FailedPreconditionError("cwd");
+    if (cwd_ok) exe = ResolveForExec(x.pid, x.cwd, x.path, &err);
+    if (!cwd_ok) {
+      v = Refuse("exec_cwd",
+                 "exec refused: its working directory cannot be read whole (too deep or deleted)");
+    } else if (exe.ok()) {
       x.executable = *exe;
       final_executable_ = x.executable;
       final_argv_ = x.argv;

@@ -429,7 +429,10 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   }
   // No /proc: without it no process can write another's /proc/PID/mem (the exec
   // supervisor's arguments) or reach /proc/PID/root, /proc/self/fd magic links.
-  a.insert(a.end(), {"--dev", "/dev"});
+  // /dev read-only: bwrap's /dev is a tmpfs without noexec or a size, so a file written
+  // there (/dev/shm/x) could be mapped executable and fill memory (found by a red team).
+  // Device nodes stay writable (/dev/null); POSIX shared memory (/dev/shm) is not there.
+  a.insert(a.end(), {"--dev", "/dev", "--remount-ro", "/dev"});
   if (staged) {
     a.insert(a.end(), {"--bind", kStageTmp, "/tmp"});
   } else {
@@ -482,10 +485,28 @@ std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {
 
 bool WorkspaceRunsPrograms(const IsolationSpec& spec) {
   if (!spec.only_programs) return true;
+  const std::string prefix = absl::StrCat(kSandboxWorkspace, "/");
+  int ws = -1;
+  bool found = false;
   for (const auto& program : spec.programs) {
-    if (absl::StartsWith(program, absl::StrCat(kSandboxWorkspace, "/"))) return true;
+    if (found || !absl::StartsWith(program, prefix)) continue;
+    if (ws < 0) ws = open(spec.workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ws < 0) break;
+    // A regular file beneath the workspace, no link leading out of it: a path that
+    // names nothing (absent, or a link to the loader) does not make the workspace exec.
+    open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    const std::string relative = program.substr(prefix.size());
+    int fd = static_cast<int>(syscall(SYS_openat2, ws, relative.c_str(), &how, sizeof(how)));
+    if (fd < 0) continue;
+    struct stat st;
+    found = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
   }
-  return false;
+  if (ws >= 0) close(ws);
+  return found;
 }
 
 PrivilegeDrop ChoosePrivilegeDrop(const std::string& workspace, uid_t fallback_uid,

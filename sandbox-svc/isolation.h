@@ -87,7 +87,9 @@ struct IsolationSpec {
 };
 
 // Whether the sandbox's /workspace may hold programs: without a program view (no rules),
-// or when one of spec.programs lies under /workspace. Otherwise, as root, the workspace
+// or when one of spec.programs is a regular file beneath the workspace (reached without
+// a link out of it; an absent path, or one leading to the loader, does not count).
+// Otherwise, as root, the workspace
 // is mounted noexec (the flag locked outside bwrap's user namespace), so nothing in it
 // can be run or mapped executable, even by the loader. Not root, bwrap cannot set
 // noexec on a bind and the exec supervisor alone decides (docs/sandbox.md).

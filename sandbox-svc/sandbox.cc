@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/error_codes.h"
 #include "common/status.h"
@@ -179,8 +180,11 @@ bool WriteGranted(const Call& c, const std::string& rel) {
 }
 
 // The host-side paths bound read-write for an exec call: each write glob that is a
-// literal path or "<literal>/**", when it exists inside the workspace. Other
-// patterns are not mounted writable for exec (narrowing, as the contract allows).
+// literal path or "<literal>/**", when it exists inside the workspace and is reached
+// without a symbolic link. Other patterns, and a grant whose path goes through a link
+// (whoever writes the workspace chooses the link: `build -> .` would turn `build/**`
+// into the whole workspace; found by a red team), are not mounted writable for exec
+// (narrowing, as the contract allows).
 std::vector<std::string> WritableMounts(const Call& c) {
   std::vector<std::string> out;
   for (const auto& glob : c.call.grant().write_paths()) {
@@ -189,7 +193,11 @@ std::vector<std::string> WritableMounts(const Call& c) {
     if (literal == "**") literal = "";
     if (HasGlobMeta(literal)) continue;
     auto rel = ResolveInWorkspace(c.workspace, literal);
-    if (!rel.ok() || !Exists(absl::StrCat(c.workspace, "/", *rel))) continue;
+    auto lexical = SplitToolPath(literal);
+    if (!rel.ok() || !lexical.ok() || *rel != absl::StrJoin(*lexical, "/") ||
+        !Exists(absl::StrCat(c.workspace, "/", *rel))) {
+      continue;
+    }
     if (std::find(out.begin(), out.end(), *rel) == out.end()) out.push_back(*rel);
   }
   // The workspace root itself ("" ) is bound after the read-only view; keep it first.

@@ -67,6 +67,17 @@ absl::StatusOr<std::string> Build() {
                                CLONE_VM)) != 0) {
     return fail("clone(CLONE_VM)");
   }
+  // A process that shares its working directory (and root) without being a thread
+  // (clone(CLONE_FS), also with CLONE_VFORK): it could chdir between the supervisor's
+  // reading of a stopped exec's cwd and the kernel's lookup of its relative path, so
+  // that the kernel runs another file than the one decided (found by a red team:
+  // `p -> /usr/bin/cat` decided, `p -> ld.so` run). Threads are what the supervisor
+  // checks (an exec from a multi-threaded process is refused); fork, vfork and
+  // posix_spawn do not share it.
+  if (seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
+                       SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_FS | CLONE_THREAD, CLONE_FS)) != 0) {
+    return fail("clone(CLONE_FS)");
+  }
   // clone(CLONE_PARENT): a vfork child whose parent of record is not the process it
   // shares memory with would hide that process from the supervisor's check.
   if (seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,

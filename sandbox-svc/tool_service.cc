@@ -133,6 +133,7 @@ absl::Status ToolService::BindIpc() {
   try {
     ipc_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     ipc_->set(zmq::sockopt::router_mandatory, 1);
+    ipc_->set(zmq::sockopt::maxmsgsize, int64_t{64 << 20} + 4096);  // = IoLoop's RecvLimits
     ipc_->set(zmq::sockopt::linger, 0);
     ipc_->bind(options_.endpoint);
   } catch (const zmq::error_t& e) {
@@ -174,6 +175,7 @@ absl::Status ToolService::BindCurve() {
     zap_->bind(kZapEndpoint);
     curve_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     curve_->set(zmq::sockopt::router_mandatory, 1);
+    curve_->set(zmq::sockopt::maxmsgsize, int64_t{64 << 20} + 4096);  // = IoLoop's RecvLimits
     curve_->set(zmq::sockopt::linger, 0);
     curve_->set(zmq::sockopt::curve_server, 1);
     curve_->set(zmq::sockopt::curve_secretkey, options_.curve_secret_z85);
