@@ -61,6 +61,12 @@ constexpr ErrorReason kReasons[] = {
      "a CURVE key file or worker allow-list is malformed or readable by others"},
     {"invalid_tls_config", C::kInvalidArgument, 500, false,
      "the TLS certificate or private key cannot be loaded, or they do not match"},
+    // Worker registration (docs/protocol.md, "Worker identity"): the broker refuses a
+    // READY; the code reaches only the worker (DISCONNECT) and the logs.
+    {"worker_not_allowed", C::kPermissionDenied, 403, false,
+     "the worker allow-list does not let this key serve the model or bundle its READY named"},
+    {"worker_id_taken", C::kAlreadyExists, 409, false,
+     "a LIVE worker already holds the worker_id this READY named"},
     // HTTP framing and routing (router/http). Justification: RFC 9112/9110 name these
     // statuses, and every error body needs a stable code; none of the rows above fits
     // (a request for an unknown path is not an unknown model).

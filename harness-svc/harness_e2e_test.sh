@@ -104,16 +104,18 @@ ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
 export GANTRY_LEDGER_KEY="$tmp/ledger.key"  # the owner sets up; router and harness write as the writer role
 writer_url=$("$g" ledger setup --db "$ledger_url") || { bad setup "ledger setup: $writer_url"; finish; }
 
-http=$(free_port); zport=$(free_port)
+http=$(free_port)
 # The sandbox's Unix socket lives in a short private path (an AF_UNIX path holds 107 bytes).
 sdir=$(mktemp -d /tmp/gantry-e2e-XXXXXX)
 trap 'cleanup; rm -rf "$sdir"' EXIT
 sandbox="ipc://$sdir/sandbox.sock"
-router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
+# Plain workers (no CURVE): on ipc in a directory only this user can open.
+new_worker_ipc workers || { bad setup "no private ipc directory"; finish; }
+router/gantry-router --listen "127.0.0.1:$http" --workers "$workers" \
   --policy deploy/demo/policy.yaml --models "$tmp/models.json" --ledger "$writer_url" \
   --ledger-spool "$tmp/router-spool" >"$tmp/router.log" 2>&1 &
 pids+=($!)
-worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
+worker/server/gantry-worker --bundle "$tmp/bundle" --router "$workers" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
 sandbox-svc/gantry-sandbox --endpoint "$sandbox" --peer-uid "$(id -u)=harness" --workspace-root "$tmp" \

@@ -178,6 +178,14 @@ TEST_F(EvidenceDurabilityTest, ASpoolThatCannotBeWrittenGives503EvidenceUnavaila
       last_body = r->body;
     }
   }
+  // Readiness says so too, so that a load balancer stops sending work here.
+  auto client = http::TestHttpClient::Connect(port);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(client->SendRequest("GET", "/readyz", "", {}).ok());
+  auto ready = client->ReadResponse(10000);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->status, 503) << ready->body;
+  EXPECT_NE(ready->body.find("evidence_unavailable"), std::string::npos) << ready->body;
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   EXPECT_EQ(refused, 3) << "answers: " << ok_answers << " other: " << other << " " << last_body;

@@ -1,5 +1,8 @@
 #include "router/fake_worker_for_test.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -36,10 +39,20 @@ struct Active {
   std::string cancel_reason;
 };
 
+// An empty worker_id becomes one of its own, unique in the process: the broker refuses a
+// second worker with a LIVE worker's id (worker_id_taken).
+FakeWorkerOptions WithWorkerId(FakeWorkerOptions options) {
+  static std::atomic<uint64_t> next{1};
+  if (options.worker_id.empty()) {
+    options.worker_id = "fakehost/" + std::to_string(getpid()) + "/fake" + std::to_string(next++);
+  }
+  return options;
+}
+
 }  // namespace
 
 FakeWorkerForTest::FakeWorkerForTest(FakeWorkerOptions options)
-    : options_(std::move(options)), script_(options_.script) {
+    : options_(WithWorkerId(std::move(options))), script_(options_.script) {
   if (script_.empty()) {
     script_ = {FakeStep::Text("Hello"), FakeStep::Text(", world"),
                FakeStep::Finish(v1::FINISH_STOP)};
@@ -75,6 +88,10 @@ int FakeWorkerForTest::disconnects_received() const {
   std::lock_guard<std::mutex> lock(mu_);
   return disconnects_received_;
 }
+std::vector<std::string> FakeWorkerForTest::disconnect_reasons() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return disconnect_reasons_;
+}
 std::vector<v1::InferenceRequest> FakeWorkerForTest::requests() const {
   std::lock_guard<std::mutex> lock(mu_);
   return requests_;
@@ -105,7 +122,7 @@ void FakeWorkerForTest::Run() {
 
   v1::BundleIdentity bundle;
   bundle.set_model(options_.model);
-  bundle.set_identity_sha256(std::string(64, 'b'));
+  bundle.set_identity_sha256(options_.bundle_sha256);
   bundle.set_tool_protocol(options_.tool_protocol);
   bundle.set_context_length(options_.context_length);
   bundle.set_default_max_tokens(options_.default_max_tokens);
@@ -182,9 +199,12 @@ void FakeWorkerForTest::Run() {
         } else if (std::holds_alternative<v1::Heartbeat>(*message)) {
           std::lock_guard<std::mutex> lock(mu_);
           ++heartbeats_received_;
-        } else if (std::holds_alternative<v1::Disconnect>(*message)) {
+        } else if (auto* disconnect = std::get_if<v1::Disconnect>(&*message)) {
           std::lock_guard<std::mutex> lock(mu_);
           ++disconnects_received_;
+          if (disconnect_reasons_.size() < 64) {
+            disconnect_reasons_.push_back(disconnect->reason().reason());
+          }
         }
       }
     }
@@ -260,6 +280,15 @@ void FakeWorkerForTest::Run() {
       for (const auto& [id, a] : active) hb.add_active_request_ids(id);
       send(hb);
     }
+  }
+  if (!kill_) {
+    // Stopped (destroyed), as a worker that shuts down says it: the router expires this
+    // registration at once rather than after `liveness` silent intervals (a worker that
+    // replaces it has its own worker_id and does not displace it).
+    v1::Disconnect bye;
+    ToProto(absl::UnavailableError("fake worker stopping"), bye.mutable_reason());
+    send(bye);
+    socket.set(zmq::sockopt::linger, 200);
   }
   dead_ = true;
   socket.close();

@@ -7,7 +7,8 @@
 // heartbeats (go silent), hang until cancelled. Usage as a worker reports it: each step
 // counts its tokens (one by default; a tool call is many), every PARTIAL carries the
 // running count, every FINAL (a cancelled one too) the prompt and the tokens so far; a
-// CANCEL may be answered late, or never.
+// CANCEL may be answered late, or never. A refused READY is visible as the DISCONNECT
+// reasons it received (worker_not_allowed, worker_id_taken, protocol_error).
 //
 // Thread-safety: all public methods are thread-safe; the worker runs its own thread.
 #ifndef GANTRY_ROUTER_FAKE_WORKER_FOR_TEST_H_
@@ -52,8 +53,10 @@ struct FakeStep {
 
 struct FakeWorkerOptions {
   std::string endpoint;  // the router's ROUTER endpoint
-  std::string worker_id = "fakehost/1/fake";
+  // READY's worker_id; empty: "fakehost/<pid>/fake<n>", unique in the process.
+  std::string worker_id;
   std::string model = "test-model";
+  std::string bundle_sha256 = std::string(64, 'b');  // READY's bundle.identity_sha256
   std::string tool_protocol = "hermes_json";
   uint32_t context_length = 4096;
   uint32_t default_max_tokens = 256;  // the bundle's output cap, as READY reports it
@@ -75,7 +78,7 @@ struct FakeWorkerOptions {
 class FakeWorkerForTest {
  public:
   explicit FakeWorkerForTest(FakeWorkerOptions options);
-  // Stops the thread (sends nothing more).
+  // Stops the thread; sends DISCONNECT (unless killed or stalled) and nothing more.
   ~FakeWorkerForTest();
 
   void SetScript(std::vector<FakeStep> script);
@@ -97,6 +100,8 @@ class FakeWorkerForTest {
   int cancel_finals_sent() const { return cancel_finals_sent_.load(); }
   int router_heartbeats_received() const;
   int disconnects_received() const;
+  // The reasons (Status.reason) of the first 64 DISCONNECTs received, in order.
+  std::vector<std::string> disconnect_reasons() const;
   std::vector<v1::InferenceRequest> requests() const;
 
   // Waits until `predicate` holds (polled every 5 ms) or `timeout_ms` passes.
@@ -118,6 +123,7 @@ class FakeWorkerForTest {
   int requests_received_ = 0;
   int heartbeats_received_ = 0;
   int disconnects_received_ = 0;
+  std::vector<std::string> disconnect_reasons_;
   std::vector<std::string> cancels_;
   std::vector<v1::InferenceRequest> requests_;
   std::thread thread_;

@@ -348,8 +348,8 @@ void Gateway::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWr
     }
   } else if (path == "/readyz") {
     if (only("GET")) {
-      if (options_.broker->stats().live_workers == 0) {
-        Fail(*writer, WithRetryAfter(ReasonError("no_worker", "no live worker"), 1000));
+      if (absl::Status ready = Ready(); !ready.ok()) {
+        Fail(*writer, WithRetryAfter(ready, 1000));
       } else {
         ++responses_2xx_;
         writer->Send(JsonResponse(200, json::Parse(R"({"status":"ready"})").value()));
@@ -464,6 +464,19 @@ absl::StatusOr<std::string> Gateway::AuthenticateKey(const policy::Snapshot& sna
   auto principal = Authenticate(snapshot, authorization);
   if (!principal.ok()) return principal.status();
   return (*principal)->name;
+}
+
+absl::Status Gateway::CheckHead(const http::HttpRequest& head) {
+  if (head.method != "POST" ||
+      (head.path != "/v1/chat/completions" && head.path != "/v1/responses")) {
+    return absl::OkStatus();
+  }
+  auto principal = Authenticate(*options_.policy(), head.Header("authorization"));
+  if (principal.ok()) return absl::OkStatus();
+  ++requests_total_;
+  ++responses_4xx_;
+  metrics_.Error(http::ErrorCodeOf(principal.status()));
+  return principal.status();
 }
 
 const char* Gateway::ApiName(Api api) {
@@ -805,16 +818,25 @@ void Gateway::RecordOutcome(Call::State& st, const v1::Terminal& terminal, int64
   }
 }
 
+absl::Status Gateway::EvidenceHealthy() const {
+  if (options_.recorder == nullptr) return absl::OkStatus();
+  absl::Status healthy = options_.recorder->Healthy();
+  if (healthy.ok()) return healthy;
+  return ReasonError("evidence_unavailable",
+                     absl::StrCat("the ledger cannot keep evidence: ", healthy.message()));
+}
+
+absl::Status Gateway::Ready() const {
+  GANTRY_RETURN_IF_ERROR(EvidenceHealthy());
+  if (options_.broker->stats().live_workers == 0) return ReasonError("no_worker", "no live worker");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
     const std::shared_ptr<const policy::Snapshot>& snapshot, const std::string& principal_name,
     ChatInput input, http::HeaderList* headers) {
-  if (options_.recorder != nullptr) {
-    // Evidence that cannot be kept: refuse new work rather than serve it unrecorded.
-    if (absl::Status healthy = options_.recorder->Healthy(); !healthy.ok()) {
-      return ReasonError("evidence_unavailable",
-                         absl::StrCat("the ledger cannot keep evidence: ", healthy.message()));
-    }
-  }
+  // Evidence that cannot be kept: refuse new work rather than serve it unrecorded.
+  GANTRY_RETURN_IF_ERROR(EvidenceHealthy());
   v1::InferenceRequest& req = input.request;
   const std::string request_id = NewId("req");
   req.set_request_id(request_id);

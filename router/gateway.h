@@ -176,6 +176,15 @@ class Gateway {
   // (HttpServerOptions::run_on_loop). Conservative: a body that might ask for a stream
   // (any "stream" in it, or any backslash-u escape that could spell it) says false.
   static bool AnswersWithoutBlocking(const http::HttpRequest& request);
+  // The HTTP server's on_headers hook (HttpServerOptions::on_headers), on its loop
+  // thread: a chat or Responses request whose key is missing or unknown is refused
+  // (401 unauthenticated, counted as Handle counts it) as soon as its header section is
+  // complete, so that its body is never read. Cheap: one SHA-256 of the key.
+  absl::Status CheckHead(const http::HttpRequest& head);
+  // Whether the router can take work now: OK, else evidence_unavailable (the ledger
+  // writer cannot keep evidence: Admit refuses every request) or no_worker. /readyz and
+  // the gRPC health service answer by it.
+  absl::Status Ready() const;
   // The Prometheus text of /metrics.
   std::string MetricsText() const;
 
@@ -295,6 +304,8 @@ class Gateway {
   Output DecideOutput(Call::State& call, v1::StreamEvent* event);
 
   void Unregister(const std::string& request_id);
+  // OK, or evidence_unavailable when the recorder is unhealthy.
+  absl::Status EvidenceHealthy() const;
 
   GatewayOptions options_;
   RouterMetrics metrics_;

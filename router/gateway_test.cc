@@ -100,6 +100,7 @@ class GatewayTest : public ::testing::Test {
     snapshot_ = *snapshot;
     broker::BrokerOptions broker_options;
     broker_options.endpoint = "tcp://127.0.0.1:*";
+    broker_options.insecure_workers = true;  // plain loopback tcp: a test's own workers
     auto broker = broker::Broker::Start(broker_options);
     ASSERT_TRUE(broker.ok());
     broker_ = std::move(*broker);

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -24,8 +25,6 @@
 namespace gantry::router {
 namespace {
 
-// Requests as large as the HTTP listener takes (HttpLimits: 16 MiB bodies).
-constexpr int kMaxRequestBytes = 16 << 20;
 // Threads of the synchronous server (a Chat call holds one until its Terminal), as many
 // as the HTTP server's handler pool may grow to; beyond them gRPC answers
 // RESOURCE_EXHAUSTED itself.
@@ -180,13 +179,15 @@ class GatewayService final : public v1::Gateway::Service {
 };
 
 // grpc.health.v1.Health, unauthenticated like /readyz: the server as a whole ("") and
-// gantry.v1.Gateway are SERVING while some worker is live, else NOT_SERVING; any other
+// gantry.v1.Gateway are SERVING while the gateway is ready (Gateway::Ready: some worker
+// is live and the ledger can keep evidence), else NOT_SERVING; any other
 // service is unknown (Check: NOT_FOUND, Watch: SERVICE_UNKNOWN).
 class HealthService final : public grpc::health::v1::Health::Service {
  public:
   using Status = grpc::health::v1::HealthCheckResponse;
 
-  explicit HealthService(Gateway* gateway) : gateway_(gateway) {}
+  HealthService(Gateway* gateway, int max_watchers)
+      : gateway_(gateway), max_watchers_(max_watchers) {}
 
   grpc::Status Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* request,
                      Status* response) override {
@@ -202,6 +203,16 @@ class HealthService final : public grpc::health::v1::Health::Service {
   grpc::Status Watch(grpc::ServerContext* ctx,
                      const grpc::health::v1::HealthCheckRequest* request,
                      grpc::ServerWriter<Status>* writer) override {
+    // Unauthenticated, and a thread each while it waits: only so many at once.
+    if (watchers_.fetch_add(1) >= max_watchers_) {
+      watchers_.fetch_sub(1);
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "server_busy: too many health watchers");
+    }
+    struct Leave {
+      std::atomic<int>* n;
+      ~Leave() { n->fetch_sub(1); }
+    } leave{&watchers_};
     const bool known = Known(request->service());
     Status::ServingStatus sent = Status::UNKNOWN;
     while (!ctx->IsCancelled()) {
@@ -222,10 +233,12 @@ class HealthService final : public grpc::health::v1::Health::Service {
     return service.empty() || service == v1::Gateway::service_full_name();
   }
   Status::ServingStatus Current() const {
-    return gateway_->broker()->stats().live_workers > 0 ? Status::SERVING : Status::NOT_SERVING;
+    return gateway_->Ready().ok() ? Status::SERVING : Status::NOT_SERVING;
   }
 
   Gateway* gateway_;
+  const int max_watchers_;
+  std::atomic<int> watchers_{0};
 };
 
 }  // namespace
@@ -258,9 +271,18 @@ absl::StatusOr<std::unique_ptr<GrpcGateway>> GrpcGateway::Start(Gateway* gateway
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &impl->port);
   builder.RegisterService(impl->service.get());
-  impl->health = std::make_unique<HealthService>(gateway);
+  impl->health = std::make_unique<HealthService>(gateway, options.max_health_watchers);
   builder.RegisterService(impl->health.get());
-  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 << 10);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             options.min_ping_interval_ms);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);  // the server pings idle peers
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_ms);
   grpc::ResourceQuota quota("gantry-grpc-gateway");
   quota.SetMaxThreads(kMaxThreads);
   builder.SetResourceQuota(quota);

@@ -50,6 +50,17 @@ struct GrpcGatewayOptions {
   std::string tls_cert_path;
   std::string tls_key_path;
   int cancel_poll_ms = 10;
+  // Limits (docs/protocol.md, "Listener limits"): concurrent streams per HTTP/2
+  // connection; concurrent grpc.health.v1.Health/Watch calls (each holds a thread while
+  // it waits; one more is refused RESOURCE_EXHAUSTED); the largest request message
+  // (refused before it is buffered whole); keepalive enforcement: a client that pings
+  // more often than every `min_ping_interval_ms` without data is sent GOAWAY after two
+  // strikes, and a connection idle for `max_connection_idle_ms` is closed.
+  int max_concurrent_streams = 256;
+  int max_health_watchers = 64;
+  int max_receive_message_bytes = 16 << 20;
+  int min_ping_interval_ms = 10000;
+  int max_connection_idle_ms = 300000;
 };
 
 class GrpcGateway {

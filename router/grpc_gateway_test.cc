@@ -311,6 +311,77 @@ TEST_F(GrpcGatewayTest, HealthFollowsTheLiveWorkers) {
   EXPECT_EQ(response.status(), health::HealthCheckResponse::NOT_SERVING);
 }
 
+// A request message over max_receive_message_bytes is refused by gRPC before it reaches
+// the gateway (nothing is admitted), whatever its key; one under it is served.
+TEST_F(GrpcGatewayTest, ARequestOverTheMessageLimitIsRefusedUnread) {
+  GrpcGatewayOptions options;
+  options.max_receive_message_bytes = 64 << 10;
+  auto small = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_TRUE(small.ok()) << small.status();
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(8 << 20);
+  auto stub = v1::Gateway::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", (*small)->port()), grpc::InsecureChannelCredentials(), args));
+  auto call = [&](size_t text_bytes) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "k-dev");
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto reader = stub->Chat(&ctx, Request(kModel, std::string(text_bytes, 'a')));
+    v1::StreamEvent event;
+    int events = 0;
+    while (reader->Read(&event)) ++events;
+    return std::make_pair(reader->Finish(), events);
+  };
+  const uint64_t dispatched = router_->broker()->stats().dispatched;
+  auto [big, big_events] = call(1 << 20);
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << big.error_message();
+  EXPECT_EQ(big_events, 0);
+  EXPECT_EQ(router_->broker()->stats().dispatched, dispatched);
+  auto [fits, fits_events] = call(1000);
+  EXPECT_TRUE(fits.ok()) << fits.error_message();
+  EXPECT_GT(fits_events, 0);
+}
+
+// The unauthenticated Watch holds a thread per caller: only max_health_watchers at once.
+TEST_F(GrpcGatewayTest, HealthWatchersAreCapped) {
+  namespace health = grpc::health::v1;
+  GrpcGatewayOptions options;
+  options.max_health_watchers = 2;
+  auto capped = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  auto stub = health::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*capped)->port()), grpc::InsecureChannelCredentials()));
+  health::HealthCheckResponse response;
+  grpc::ClientContext first_ctx, second_ctx;
+  auto first = stub->Watch(&first_ctx, health::HealthCheckRequest());
+  auto second = stub->Watch(&second_ctx, health::HealthCheckRequest());
+  ASSERT_TRUE(first->Read(&response));
+  ASSERT_TRUE(second->Read(&response));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto third = stub->Watch(&ctx, health::HealthCheckRequest());
+    EXPECT_FALSE(third->Read(&response));
+    EXPECT_EQ(third->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  first_ctx.TryCancel();
+  first->Finish();
+  // The slot is free again (the server notices the cancel within its 200 ms look).
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto again = stub->Watch(&ctx, health::HealthCheckRequest());
+    served = again->Read(&response);
+    ctx.TryCancel();
+    again->Finish();
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(served);
+  second_ctx.TryCancel();
+  second->Finish();
+}
+
 TEST_F(GrpcGatewayTest, TheClientsDeadlineBecomesTheRequestsDeadline) {
   const int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch()).count();

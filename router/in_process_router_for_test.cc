@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   router->snapshot_ = *snapshot;
   broker::BrokerOptions broker_options;
   broker_options.endpoint = "tcp://127.0.0.1:*";
+  broker_options.insecure_workers = true;  // plain loopback tcp: a test's own workers
   auto broker = broker::Broker::Start(broker_options);
   if (!broker.ok()) return broker.status();
   router->broker_ = std::move(*broker);
@@ -83,6 +84,11 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   router->gateway_ = std::make_unique<Gateway>(std::move(options));
   // As gantry-router does; a test may pass its own.
   if (!http_options.run_on_loop) http_options.run_on_loop = &Gateway::AnswersWithoutBlocking;
+  if (!http_options.on_headers) {
+    http_options.on_headers = [r](const http::HttpRequest& head) {
+      return r->gateway_->CheckHead(head);
+    };
+  }
   auto server = http::HttpServer::Start(
       std::move(http_options),
       [r](http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {

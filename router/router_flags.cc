@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/curve_keys.h"
+#include "router/broker/worker_auth.h"
 
 namespace gantry::router {
 
@@ -24,11 +25,21 @@ absl::Status ParseHostPort(const char* flag, const std::string& value, std::stri
 
 const char* RouterUsage() {
   return "usage: gantry-router --policy FILE --models FILE [--listen 127.0.0.1:8080]\n"
-         "       [--workers tcp://127.0.0.1:5555] [--ledger URL --ledger-spool DIR]\n"
+         "       [--workers ipc:///run/gantry/workers.sock] [--ledger URL --ledger-spool DIR]\n"
          "       [--ledger-key FILE]\n"
          "       [--curve-key ROUTER.key --worker-keys ALLOWLIST] [--insecure-workers]\n"
          "       [--tls-cert CERT.pem --tls-key KEY.pem] [--grpc-listen HOST:PORT]\n"
-         "       [--budget-sync-ms 500]\n";
+         "       [--budget-sync-ms 500] [--help]\n"
+         "workers (docs/router.md, \"Worker identity\"):\n"
+         "  --workers ENDPOINT    where workers connect. Without CURVE only ipc://DIR/NAME is\n"
+         "                        accepted, DIR owned by this user with mode 0700\n"
+         "  --curve-key FILE      the router's CURVE secret key (0600); with --worker-keys\n"
+         "  --worker-keys FILE    allow-list: one worker public key per line with\n"
+         "                        models=NAME[,NAME] bundles=SHA256[,SHA256] (or *); a READY\n"
+         "                        naming anything else is refused (worker_not_allowed)\n"
+         "  --insecure-workers    accept plain workers on any endpoint (loopback tcp, a\n"
+         "                        trusted network): any process that reaches it can serve\n"
+         "                        and read prompts; logged as a warning at start\n";
 }
 
 absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args) {
@@ -44,6 +55,11 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
+    if (flag == "--help" || flag == "-h") {
+      RouterFlags help;
+      help.help = true;
+      return help;
+    }
     if (flag == "--insecure-workers") {
       flags.insecure_workers = true;
       continue;
@@ -86,15 +102,15 @@ absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& arg
 absl::StatusOr<broker::BrokerOptions> BrokerOptionsFromFlags(const RouterFlags& flags) {
   broker::BrokerOptions options;
   options.endpoint = flags.workers;
-  options.allow_insecure_remote = flags.insecure_workers;
+  options.insecure_workers = flags.insecure_workers;
   if (!flags.curve_key.empty()) {
     broker::CurveServerOptions curve;
     auto secret = ReadCurveSecretKeyFile(flags.curve_key);
     if (!secret.ok()) return secret.status();
     curve.secret_key_z85 = std::move(*secret);
-    auto allowed = ReadCurveAllowListFile(flags.worker_keys);
+    auto allowed = broker::ReadWorkerAllowListFile(flags.worker_keys);
     if (!allowed.ok()) return allowed.status();
-    curve.allowed_worker_keys_z85 = std::move(*allowed);
+    curve.workers = std::move(*allowed);
     options.curve = std::move(curve);
   }
   return options;

@@ -16,7 +16,9 @@ namespace gantry::router {
 
 struct RouterFlags {
   std::string listen = "127.0.0.1:8080";
-  std::string workers = "tcp://127.0.0.1:5555";
+  // Where workers connect. Without CURVE only ipc:// in a directory only this user can
+  // open is accepted, unless `insecure_workers` (router/broker/broker.h).
+  std::string workers = "ipc:///run/gantry/workers.sock";
   std::string policy_path;
   std::string models_path;
   std::string ledger_url;
@@ -25,8 +27,9 @@ struct RouterFlags {
   // $GANTRY_HOME/ledger.key. The --ledger URL names the writer role, never the owner.
   std::string ledger_key;
   std::string curve_key;       // the router's CURVE secret key file
-  std::string worker_keys;     // allow-list of worker public keys
-  bool insecure_workers = false;
+  std::string worker_keys;     // allow-list: worker public keys, what each may serve
+  bool insecure_workers = false;  // plain workers on any endpoint (a warning at start)
+  bool help = false;              // --help / -h: print RouterUsage(), nothing else parsed
   std::string tls_cert;        // PEM certificate chain for the HTTP listener
   std::string tls_key;         // PEM private key
   // The gRPC Gateway listener (router/grpc_gateway.h), HOST:PORT; "" (default): off.
@@ -41,10 +44,11 @@ struct RouterFlags {
   int http_port = 0;
 };
 
-// The usage text (for exit status 2).
+// The usage text (stdout with --help; stderr, exit status 2, after a refusal).
 const char* RouterUsage();
 
-// `args` without the program name.
+// `args` without the program name. With --help or -h anywhere before a refusal: flags
+// with only `help` set.
 // Errors: INVALID_ARGUMENT naming the flag: unknown flag, missing value, --policy or
 // --models missing, --curve-key without --worker-keys (or the reverse), --tls-cert
 // without --tls-key (or the reverse), --listen or --grpc-listen not HOST:PORT,
@@ -52,7 +56,9 @@ const char* RouterUsage();
 absl::StatusOr<RouterFlags> ParseRouterFlags(const std::vector<std::string>& args);
 
 // The broker's options: endpoint, CURVE keys read from the files (ReadCurveSecretKeyFile,
-// ReadCurveAllowListFile), and whether a non-local endpoint without CURVE is allowed.
+// broker::ReadWorkerAllowListFile: each key with the models and bundles it may serve),
+// and whether plain workers are accepted on any endpoint (--insecure-workers; otherwise
+// only on ipc:// in a private directory, checked by Broker::Start).
 // Errors: those of the key readers (invalid_key_file, NOT_FOUND).
 absl::StatusOr<broker::BrokerOptions> BrokerOptionsFromFlags(const RouterFlags& flags);
 

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "common/curve_keys.h"
 #include "common/status.h"
@@ -31,7 +32,7 @@ TEST(RouterFlags, DefaultsAndValues) {
   EXPECT_EQ(flags->http_host, "0.0.0.0");
   EXPECT_EQ(flags->http_port, 8443);
   EXPECT_TRUE(flags->insecure_workers);
-  EXPECT_EQ(flags->workers, "tcp://127.0.0.1:5555");
+  EXPECT_EQ(flags->workers, "ipc:///run/gantry/workers.sock");
   EXPECT_EQ(flags->tls_cert, "c.pem");
   EXPECT_EQ(flags->grpc_listen, "");  // gRPC is off unless asked for
   flags = ParseRouterFlags(Base({"--grpc-listen", "127.0.0.1:50051"}));
@@ -58,6 +59,21 @@ TEST(RouterFlags, Refusals) {
   ASSERT_TRUE(flags.ok());
   EXPECT_EQ(flags->budget_sync_ms, 0);
   EXPECT_EQ(ParseRouterFlags(Base())->budget_sync_ms, 500);
+  EXPECT_FALSE(ParseRouterFlags(Base())->insecure_workers);  // plain workers: ipc only
+}
+
+TEST(RouterFlags, HelpNeedsNothingElse) {
+  for (const char* help : {"--help", "-h"}) {
+    auto flags = ParseRouterFlags({help});
+    ASSERT_TRUE(flags.ok()) << flags.status();
+    EXPECT_TRUE(flags->help);
+  }
+  EXPECT_FALSE(ParseRouterFlags(Base())->help);
+  const std::string usage = RouterUsage();
+  for (const char* documented : {"--workers", "--insecure-workers", "--worker-keys", "models=",
+                                 "bundles=", "worker_not_allowed", "0700"}) {
+    EXPECT_NE(usage.find(documented), std::string::npos) << documented;
+  }
 }
 
 TEST(RouterFlags, KeyFilesBecomeBrokerOptions) {
@@ -66,7 +82,10 @@ TEST(RouterFlags, KeyFilesBecomeBrokerOptions) {
   auto router_keys = GenerateCurveKeyPair();
   auto worker_keys = GenerateCurveKeyPair();
   ASSERT_TRUE(WriteCurveKeyPair(prefix, *router_keys).ok());
-  std::ofstream(prefix + ".allow") << "# one worker\n" << worker_keys->public_z85 << "\n";
+  const std::string bundle(64, 'a');
+  std::ofstream(prefix + ".allow") << "# one worker\n"
+                                   << worker_keys->public_z85 << " models=qwen3 bundles=" << bundle
+                                   << "\n";
 
   auto flags = ParseRouterFlags(Base({"--workers", "tcp://10.1.2.3:5555", "--curve-key",
                                       prefix + ".key", "--worker-keys", prefix + ".allow"}));
@@ -75,9 +94,20 @@ TEST(RouterFlags, KeyFilesBecomeBrokerOptions) {
   ASSERT_TRUE(options.ok()) << options.status();
   ASSERT_TRUE(options->curve.has_value());
   EXPECT_EQ(options->curve->secret_key_z85, router_keys->secret_z85);
-  EXPECT_EQ(options->curve->allowed_worker_keys_z85,
-            std::vector<std::string>{worker_keys->public_z85});
-  EXPECT_FALSE(options->allow_insecure_remote);
+  ASSERT_EQ(options->curve->workers.size(), 1u);
+  EXPECT_EQ(options->curve->workers[0].key_z85, worker_keys->public_z85);
+  EXPECT_EQ(options->curve->workers[0].models, std::set<std::string>{"qwen3"});
+  EXPECT_EQ(options->curve->workers[0].bundles, std::set<std::string>{bundle});
+  EXPECT_FALSE(options->insecure_workers);
+  EXPECT_TRUE(BrokerOptionsFromFlags(*ParseRouterFlags(Base({"--insecure-workers"})))
+                  ->insecure_workers);
+
+  // A bare key (the older format) would serve anything: refused, naming the line.
+  std::ofstream(prefix + ".bare") << "# one worker\n" << worker_keys->public_z85 << "\n";
+  flags->worker_keys = prefix + ".bare";
+  auto bare = BrokerOptionsFromFlags(*flags);
+  EXPECT_EQ(ReasonOf(bare.status()), "invalid_key_file");
+  EXPECT_NE(bare.status().message().find("line 2"), absl::string_view::npos) << bare.status();
 
   flags->worker_keys = prefix + ".missing";
   EXPECT_TRUE(absl::IsNotFound(BrokerOptionsFromFlags(*flags).status()));

@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
                  router::RouterUsage());
     return 2;
   }
+  if (parsed->help) {
+    std::fputs(router::RouterUsage(), stdout);
+    return 0;
+  }
   const router::RouterFlags& flags = *parsed;
   InitLogging("router");
   RaiseOpenFileLimit();
@@ -103,6 +107,10 @@ int main(int argc, char** argv) {
   }
   // Small non-streamed requests are admitted on the loop thread (no hand-off).
   http_options.run_on_loop = &router::Gateway::AnswersWithoutBlocking;
+  // An unknown key is answered 401 once the headers are in, before the body is read.
+  http_options.on_headers = [&gateway](const http::HttpRequest& head) {
+    return gateway.CheckHead(head);
+  };
   auto server = http::HttpServer::Start(
       http_options, [&gateway](http::HttpRequest request,
                                std::shared_ptr<http::ResponseWriter> writer) {

@@ -2,11 +2,15 @@
 
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -16,6 +20,7 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
 #include "common/log.h"
@@ -67,6 +72,98 @@ v1::Terminal KnownAccounting(const v1::InferenceRequest& request, uint32_t compl
   v1::Terminal out;
   out.mutable_usage()->set_prompt_tokens(request.router_prompt_tokens());
   out.mutable_usage()->set_completion_tokens(std::max(completion_tokens, output_events));
+  return out;
+}
+
+// Without CURVE, anyone who can connect can register as a worker and read prompts: only
+// an ipc:// socket in a directory that no one but this user can open (or inproc://) is
+// private. OK when `endpoint` is one; otherwise FAILED_PRECONDITION saying why.
+absl::Status PlainWorkersPrivate(const std::string& endpoint) {
+  const std::string remedy =
+      "give the router a CURVE key and a worker allow-list (--curve-key, --worker-keys), "
+      "use ipc://DIR/NAME with DIR owned by this user and mode 0700, or accept the risk "
+      "with --insecure-workers";
+  if (absl::StartsWith(endpoint, "inproc://")) return absl::OkStatus();
+  if (!absl::StartsWith(endpoint, "ipc://")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing plain (non-CURVE) workers on ", endpoint,
+        ": any process that can reach it could register as a worker and read prompts (",
+        IsLocalEndpoint(endpoint) ? "every local user can" : "other hosts can", "); ", remedy));
+  }
+  const std::string path = endpoint.substr(6);
+  if (path.empty() || path[0] == '@' || path == "*") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing plain workers on ", endpoint,
+        ": an abstract or temporary ipc socket has no directory to protect it; ", remedy));
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing plain workers on ", endpoint, ": cannot stat its directory ", dir, ": ",
+        std::strerror(errno), "; make it (install -d -m 0700 ", dir, "), or ", remedy));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing plain workers on ", endpoint, ": ", dir,
+        " is not a directory (a symbolic link is not followed); ", remedy));
+  }
+  if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing plain workers on ", endpoint, ": its directory ", dir, " is owned by uid ",
+        st.st_uid, " with mode ", mode, ", so others may open it; it must be owned by uid ",
+        geteuid(), " with no group or other permissions (chmod 700); or ", remedy));
+  }
+  return absl::OkStatus();
+}
+
+constexpr int64_t kRefusalLogIntervalUs = 10'000'000;
+constexpr size_t kMaxRefusalLogKeys = 1024;
+
+bool IsLowerHex64(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// What a READY claims beyond the bounds in broker.h: "" when nothing.
+std::string ReadyOutOfBounds(const v1::Ready& ready) {
+  const v1::BundleIdentity& b = ready.bundle();
+  if (ready.worker_id().size() > kMaxWorkerIdBytes) {
+    return absl::StrCat("worker_id longer than ", kMaxWorkerIdBytes, " bytes");
+  }
+  if (b.model().size() > 128) return "bundle.model longer than 128 bytes";
+  if (!IsLowerHex64(b.identity_sha256())) {
+    return "bundle.identity_sha256 is not 64 lowercase hex digits";
+  }
+  if (ready.slots() > kMaxWorkerSlots) {
+    return absl::StrCat("slots ", ready.slots(), " > ", kMaxWorkerSlots);
+  }
+  if (b.context_length() > kMaxContextLength) {
+    return absl::StrCat("bundle.context_length ", b.context_length(), " > ", kMaxContextLength);
+  }
+  // An output cap above the context is legal (the gateway reserves at most the room
+  // left), but not beyond any context.
+  if (b.default_max_tokens() > kMaxContextLength) {
+    return absl::StrCat("bundle.default_max_tokens ", b.default_max_tokens(), " > ",
+                        kMaxContextLength);
+  }
+  if (ready.heartbeat_interval_ms() > kMaxReadyHeartbeatIntervalMs) {
+    return absl::StrCat("heartbeat_interval_ms ", ready.heartbeat_interval_ms(), " > ",
+                        kMaxReadyHeartbeatIntervalMs);
+  }
+  return "";
+}
+
+// The Status of a DISCONNECT that refuses a READY (`worker_not_allowed`,
+// `worker_id_taken`, `invalid_request`: docs/protocol.md, "Worker identity").
+v1::Status RegistrationRefusal(absl::string_view reason, absl::string_view message) {
+  v1::Status out;
+  ToProto(ReasonError(reason, message), &out);
   return out;
 }
 
@@ -125,8 +222,14 @@ class Broker::Impl {
 
   // All below: precondition mu_ held.
   void Wake();
-  void HandleMessage(std::vector<std::string> frames);
-  void OnReady(const std::string& identity, const v1::Ready& ready);
+  // `user_id`: the connection's ZAP user id (the key's fingerprint with CURVE).
+  void HandleMessage(std::vector<std::string> frames, const std::string& user_id);
+  void OnReady(const std::string& identity, const v1::Ready& ready, const std::string& user_id);
+  // Refuses a READY: logs `broker.ready_refused` with `code`, counts it, and answers
+  // DISCONNECT with that code. The sender stays UNKNOWN.
+  void RefuseReady(const std::string& identity, const v1::Ready& ready,
+                   const std::string& user_id, absl::string_view code,
+                   absl::string_view why);
   void OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat);
   void OnPartial(Worker& worker, const v1::Partial& partial);
   void OnFinal(Worker& worker, const v1::Final& final_message);
@@ -214,20 +317,38 @@ class Broker::Impl {
   std::map<std::string, v1::BundleIdentity> bundles_;
   int64_t last_heartbeat_sent_us_ = 0;
   BrokerStats stats_;
+  // (code, key fingerprint or worker_id, model, bundle) -> when `broker.ready_refused`
+  // last logged it; at most kMaxRefusalLogKeys.
+  struct RefusalLog {
+    int64_t last_logged_us = 0;
+    uint64_t since_logged = 0;
+  };
+  std::unordered_map<std::string, RefusalLog> refusal_log_;
 };
 
 absl::StatusOr<std::string> Broker::Impl::Bind() {
-  if (!options_.curve && !options_.allow_insecure_remote &&
-      !IsLocalEndpoint(options_.endpoint)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "refusing to accept workers on ", options_.endpoint,
-        " without CURVE: other hosts can reach it (give the router a CURVE key and a "
-        "worker allow-list, or say the network is trusted with --insecure-workers)"));
+  if (!options_.curve) {
+    absl::Status private_endpoint = PlainWorkersPrivate(options_.endpoint);
+    if (!private_endpoint.ok() && !options_.insecure_workers) return private_endpoint;
+    if (options_.insecure_workers) {
+      Log(LogLevel::kWarning, "broker.insecure_workers",
+          {{"endpoint", options_.endpoint},
+           {"private", private_endpoint.ok() ? "yes" : "no"},
+           {"why", "--insecure-workers: workers are not authenticated; any process that can "
+                   "reach the endpoint can register as a worker and read prompts"}});
+    }
+  } else if (options_.insecure_workers) {
+    Log(LogLevel::kWarning, "broker.insecure_workers",
+        {{"endpoint", options_.endpoint},
+         {"why", "--insecure-workers has no effect: CURVE is on, workers need a listed key"}});
   }
   try {
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
     socket_.set(zmq::sockopt::router_mandatory, 1);
     socket_.set(zmq::sockopt::linger, 0);
+    // Bounded before buffered: libzmq drops a connection that announces a larger frame
+    // before it allocates or reads it.
+    socket_.set(zmq::sockopt::maxmsgsize, kMaxWorkerFrameBytes);
     if (options_.curve) {
       auto auth = WorkerAuth::Install(context_, socket_, *options_.curve);
       if (!auth.ok()) return auth.status();
@@ -328,7 +449,8 @@ void Broker::Impl::Run() {
 
 bool Broker::Impl::DrainLocked(int max) {
   for (int i = 0; i < max; ++i) {
-    auto frames = RecvFrames(socket_, 0);
+    RecvMetadata metadata;
+    auto frames = RecvFrames(socket_, 0, RecvLimits(), &metadata);
     if (!frames.ok()) {
       if (absl::IsDeadlineExceeded(frames.status())) return false;
       if (absl::IsUnavailable(frames.status())) return false;
@@ -337,7 +459,7 @@ bool Broker::Impl::DrainLocked(int max) {
           {{"why", std::string(frames.status().message())}});
       continue;
     }
-    HandleMessage(std::move(*frames));
+    HandleMessage(std::move(*frames), metadata.user_id);
   }
   return true;
 }
@@ -373,7 +495,7 @@ void Broker::Impl::SendDisconnect(const std::string& identity, absl::string_view
   (void)SendFrames(socket_, frames);  // best effort: the peer is not LIVE
 }
 
-void Broker::Impl::HandleMessage(std::vector<std::string> frames) {
+void Broker::Impl::HandleMessage(std::vector<std::string> frames, const std::string& user_id) {
   if (frames.empty()) return;
   std::string identity = std::move(frames.front());
   frames.erase(frames.begin());
@@ -401,7 +523,7 @@ void Broker::Impl::HandleMessage(std::vector<std::string> frames) {
       SendDisconnect(identity, "READY received from a LIVE worker");
       return;
     }
-    OnReady(identity, *ready);
+    OnReady(identity, *ready, user_id);
     return;
   }
   if (!live) {
@@ -426,13 +548,75 @@ void Broker::Impl::HandleMessage(std::vector<std::string> frames) {
   }
 }
 
-void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready) {
-  // An older registration of the same worker process (it reconnected) expires.
-  std::vector<std::string> older;
-  for (const auto& [other_identity, other] : workers_) {
-    if (other.worker_id == ready.worker_id()) older.push_back(other_identity);
+void Broker::Impl::RefuseReady(const std::string& identity, const v1::Ready& ready,
+                               const std::string& user_id, absl::string_view code,
+                               absl::string_view why) {
+  ++stats_.ready_refused;
+  // A refused worker reconnects and tries again: one line per (code, key or worker_id,
+  // claim) per kRefusalLogIntervalUs, with the refusals since the last line.
+  const std::string who =
+      user_id.empty() ? ready.worker_id().substr(0, kMaxWorkerIdBytes) : user_id;
+  const std::string log_key =
+      absl::StrCat(code, "|", who, "|", ready.bundle().model().substr(0, 128), "|",
+                   ready.bundle().identity_sha256().substr(0, 64));
+  const int64_t now = options_.clock->MonotonicMicros();
+  if (refusal_log_.size() >= kMaxRefusalLogKeys && refusal_log_.count(log_key) == 0) {
+    refusal_log_.clear();  // bounded: a flood of distinct ids costs lines, not memory
   }
-  for (const auto& other_identity : older) Expire(other_identity, "re-registered");
+  RefusalLog& entry = refusal_log_[log_key];
+  ++entry.since_logged;
+  if (entry.last_logged_us == 0 || now - entry.last_logged_us >= kRefusalLogIntervalUs) {
+    Log(LogLevel::kWarning, "broker.ready_refused",
+        {{"code", std::string(code)}, {"identity", Printable(identity)},
+         {"key_fingerprint", user_id.empty() ? "none" : user_id},
+         {"worker_id", ready.worker_id().substr(0, kMaxWorkerIdBytes)},
+         {"model", ready.bundle().model().substr(0, 128)},
+         {"bundle", ready.bundle().identity_sha256().substr(0, 64)},
+         {"refusals", absl::StrCat(entry.since_logged)}, {"why", std::string(why)}});
+    entry.last_logged_us = now;
+    entry.since_logged = 0;
+  }
+  v1::Disconnect d;
+  *d.mutable_reason() = RegistrationRefusal(code, why);
+  std::vector<std::string> frames = wire::EncodeFrames(d);
+  frames.insert(frames.begin(), identity);
+  (void)SendFrames(socket_, frames);  // best effort: the peer is not LIVE
+}
+
+void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
+                           const std::string& user_id) {
+  // READY is a claim: bounded, checked against the key's grant, and never allowed to
+  // displace a LIVE worker.
+  if (std::string why = ReadyOutOfBounds(ready); !why.empty()) {
+    RefuseReady(identity, ready, user_id, "protocol_error",
+                absl::StrCat("READY out of bounds: ", why));
+    return;
+  }
+  if (auth_) {
+    const WorkerGrant* grant = auth_->GrantFor(user_id);
+    if (grant == nullptr) {
+      RefuseReady(identity, ready, user_id, kWorkerNotAllowed,
+                  "the connection's key is not in the worker allow-list");
+      return;
+    }
+    if (!GrantPermits(*grant, ready.bundle().model(), ready.bundle().identity_sha256())) {
+      RefuseReady(identity, ready, user_id, kWorkerNotAllowed,
+                  absl::StrCat("the worker allow-list does not let this key serve model '",
+                               ready.bundle().model().substr(0, 128), "' with bundle ",
+                               ready.bundle().identity_sha256()));
+      return;
+    }
+  }
+  for (const auto& [other_identity, other] : workers_) {
+    if (other.worker_id != ready.worker_id()) continue;
+    // A worker that reconnects (a new socket, a new identity) is admitted once its old
+    // registration has expired: within `liveness` heartbeat intervals.
+    RefuseReady(identity, ready, user_id, kWorkerIdTaken,
+                absl::StrCat("worker_id '", ready.worker_id(),
+                             "' is held by a LIVE worker (identity ", Printable(other_identity),
+                             ")"));
+    return;
+  }
   Worker worker;
   worker.identity = identity;
   worker.worker_id = ready.worker_id();
@@ -484,7 +668,9 @@ void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
     worker.in_flight.erase(it);
     --on_the_wire;
   }
-  worker.credit = static_cast<int64_t>(heartbeat.free_slots()) - std::max<int64_t>(0, on_the_wire);
+  // Never more credit than the slots READY announced (within kMaxWorkerSlots).
+  const int64_t free_slots = std::min<int64_t>(heartbeat.free_slots(), worker.slots);
+  worker.credit = free_slots - std::max<int64_t>(0, on_the_wire);
 }
 
 void Broker::Impl::Deliver(InFlight& flight, v1::StreamEvent event) {
@@ -787,7 +973,21 @@ void Broker::Impl::Dispatch() {
         owner_[id] = best->identity;
         ++stats_.dispatched;
         std::string identity = best->identity;
-        SendTo(identity, message);  // on failure the worker expires and fails `id`
+        std::vector<std::string> frames = wire::EncodeFrames(message);
+        frames.insert(frames.begin(), identity);
+        absl::Status sent = SendFrames(socket_, frames);
+        if (!sent.ok()) {
+          // Unroutable or full: nothing of the REQUEST left (a multipart message is
+          // queued whole or not at all), so nothing reached the worker or the client.
+          // It goes back to the head of its queue for another worker; this one expires
+          // (failing its other requests), and with no worker left the queue fails
+          // no_worker as usual.
+          auto node = best->in_flight.extract(id);
+          owner_.erase(id);
+          --stats_.dispatched;
+          queue.push_front(std::move(node.mapped().pending));
+          Expire(identity, absl::StrCat("send failed: ", sent.message()));
+        }
       }
     }
   }

@@ -4,6 +4,19 @@
 // credit from READY/HEARTBEAT free_slots, heartbeats both ways, per-model admission
 // queues, and least-loaded dispatch.
 //
+// Registration (docs/protocol.md, "Worker identity"): READY is a claim, believed only
+// as far as the worker's credentials allow. With CURVE, the key's allow-list grant must
+// name the READY's model and bundle identity, else it is refused (`worker_not_allowed`);
+// a READY whose worker_id a LIVE worker already holds is refused (`worker_id_taken`)
+// and the LIVE one keeps serving; slots, context length, output cap, heartbeat interval
+// and name lengths beyond the bounds below are refused (`protocol_error`). Each refusal
+// is logged (`broker.ready_refused`, with `code`; at most one line per code and key or
+// worker_id per 10 s, since a refused worker retries), counted (stats().ready_refused)
+// and answered with DISCONNECT carrying the code. Without CURVE, workers are accepted only
+// on an ipc:// endpoint whose directory only this user can open (owned by the effective
+// uid, no group or other permission bits), checked at bind time, unless
+// `insecure_workers` says otherwise (logged as a warning at start).
+//
 // Admission: Submit() decides synchronously: no LIVE worker serves the model ->
 // UNAVAILABLE no_worker (503); the model's queue already holds `max_queue_per_model`
 // requests beyond what its workers' free slots will take at the next dispatch ->
@@ -19,7 +32,8 @@
 // protocol_error (a gap in the worker's seq); deadline_exceeded; cancelled (Cancel());
 // no_worker (the last worker of its model left while it was queued, or the broker
 // stopped). Nothing is retried once any event reached the sink; a request the worker
-// refused with queue_full before any event is put back at the head of its queue.
+// refused with queue_full before any event, or whose REQUEST could not be sent (its
+// worker unroutable: that worker expires), is put back at the head of its queue.
 //
 // Ending a dispatched request (cancelled, deadline_exceeded, protocol_error): the broker
 // relays nothing more, sends CANCEL, and keeps the request in flight on its worker
@@ -58,6 +72,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,21 +97,50 @@ class StreamSink {
   virtual void Flush() {}
 };
 
+// The codes of a refused READY (docs/protocol.md, "Worker identity"): in the DISCONNECT
+// the worker receives (Status.reason; code PERMISSION_DENIED / ALREADY_EXISTS) and in
+// `broker.ready_refused`. Registration codes only: a client never receives them.
+inline constexpr char kWorkerNotAllowed[] = "worker_not_allowed";
+inline constexpr char kWorkerIdTaken[] = "worker_id_taken";
+
+// What a READY may claim at most (larger claims are refused, see above).
+inline constexpr uint32_t kMaxWorkerSlots = 1024;
+inline constexpr uint32_t kMaxContextLength = 1u << 21;  // 2,097,152 tokens
+inline constexpr uint32_t kMaxReadyHeartbeatIntervalMs = 60000;
+inline constexpr size_t kMaxWorkerIdBytes = 256;
+// The largest frame the worker socket accepts (ZMQ_MAXMSGSIZE): a GNTW/1 body at most
+// (wire::kMaxBodyBytes); a peer that announces a larger frame is disconnected by libzmq
+// before any of it is buffered.
+inline constexpr int64_t kMaxWorkerFrameBytes = int64_t{64} << 20;
+
+// In WorkerGrant::models or ::bundles: any model, any bundle. No model name and no
+// bundle identity is "*".
+inline constexpr char kAnyWorkerGrant[] = "*";
+
+// One entry of the worker allow-list (docs/protocol.md, "Worker allow-list"): a worker's
+// public key and what its READY may name. Fail closed: an empty set permits nothing.
+struct WorkerGrant {
+  std::string key_z85;
+  std::set<std::string> models;   // Ready.bundle.model values, or {kAnyWorkerGrant}
+  std::set<std::string> bundles;  // Ready.bundle.identity_sha256 values, or {kAnyWorkerGrant}
+};
+
 // CURVE on the worker socket (docs/protocol.md, "CURVE and ZAP"): the router is the
 // CURVE server; a ZAP handler admits only the listed worker public keys.
 struct CurveServerOptions {
-  std::string secret_key_z85;                       // the router's secret key
-  std::vector<std::string> allowed_worker_keys_z85;  // from ReadCurveAllowListFile
+  std::string secret_key_z85;        // the router's secret key
+  std::vector<WorkerGrant> workers;  // from ReadWorkerAllowListFile (worker_auth.h)
 };
 
 struct BrokerOptions {
   // Where workers connect: "tcp://127.0.0.1:5555", "tcp://127.0.0.1:*" (ephemeral;
-  // see Broker::endpoint()), "ipc://...".
+  // see Broker::endpoint()), "ipc://DIR/NAME".
   std::string endpoint = "tcp://127.0.0.1:5555";
-  // Without CURVE, an endpoint other hosts may reach (IsLocalEndpoint false) is refused
-  // unless `allow_insecure_remote` says the network is trusted anyway.
   std::optional<CurveServerOptions> curve;
-  bool allow_insecure_remote = false;
+  // Without CURVE, only an ipc:// endpoint in a directory only this user can open is
+  // accepted, unless `insecure_workers` (--insecure-workers): then any endpoint is, and
+  // a warning is logged at start (`broker.insecure_workers`).
+  bool insecure_workers = false;
   uint32_t heartbeat_interval_ms = 1000;  // GNTW/1: kHeartbeatIntervalMs
   uint32_t liveness = 3;                  // GNTW/1: kHeartbeatLiveness
   size_t max_queue_per_model = 64;
@@ -121,16 +165,19 @@ struct BrokerStats {
   uint64_t handshakes_refused = 0;   // ... and refused (unknown key, malformed)
   // Requests the broker ended whose worker never answered the CANCEL in time.
   uint64_t cancels_unanswered = 0;
+  // READYs refused: worker_not_allowed, worker_id_taken, out of bounds.
+  uint64_t ready_refused = 0;
 };
 
 class Broker {
  public:
   // Binds the ROUTER socket (a CURVE server with its ZAP handler when `curve` is set)
   // and starts the broker thread.
-  // Errors: UNAVAILABLE when the endpoint cannot be bound; FAILED_PRECONDITION for a
-  // non-local endpoint without CURVE or `allow_insecure_remote`; INVALID_ARGUMENT
-  // invalid_key_file for a key that does not decode; UNIMPLEMENTED without CURVE in
-  // libzmq.
+  // Errors: UNAVAILABLE when the endpoint cannot be bound; FAILED_PRECONDITION without
+  // CURVE or `insecure_workers` for an endpoint other than ipc:// in a private directory
+  // (the message names the directory's owner and mode, or --insecure-workers);
+  // INVALID_ARGUMENT invalid_key_file for a key that does not decode; UNIMPLEMENTED
+  // without CURVE in libzmq.
   static absl::StatusOr<std::unique_ptr<Broker>> Start(BrokerOptions options);
 
   // Stop(), then frees the socket.

@@ -103,12 +103,13 @@ psql -q "$GANTRY_TEST_PG_URL" -c "CREATE DATABASE $db" || { bad setup "create da
 ledger_url="${GANTRY_TEST_PG_URL%/*}/$db"
 export GANTRY_LEDGER_KEY="$tmp/ledger.key"  # the owner sets up; the router logs in as the writer
 writer_url=$("$g" ledger setup --db "$ledger_url") || { bad setup "ledger setup: $writer_url"; finish; }
-http=$(free_port); zport=$(free_port)
-router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
+http=$(free_port)
+new_worker_ipc workers || { bad setup "no private ipc directory"; finish; }  # plain workers: a 0700 dir
+router/gantry-router --listen "127.0.0.1:$http" --workers "$workers" \
   --policy "$tmp/policy.yaml" --models "$tmp/models.json" \
   --ledger "$writer_url" --ledger-spool "$tmp/spool" >"$tmp/router.log" 2>&1 &
 pids+=($!)
-worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
+worker/server/gantry-worker --bundle "$tmp/bundle" --router "$workers" \
   --capacity "$ctx" --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
 ready() { for _ in $(seq 1 300); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && return 0; sleep 0.1; done; return 1; }

@@ -39,8 +39,18 @@ in_ns() { ip netns exec "$ns" "$@"; }
 make_test_bundle "$tmp/bundle" 2048 64 || { bad setup "make-test-model / bundle pack"; finish; }
 printf -- '- match: ""\n  emit: "Hello from Gantry."\n' >"$tmp/script.yaml"
 write_models "$tmp/models.json" "$tmp/bundle" 2048 64
+# Another bundle of the same model (another context length: another identity), which
+# the member's key is not allowed to serve.
+make_test_bundle "$tmp/bundle-other" 1024 64 || { bad setup "make-test-model / bundle pack (other)"; finish; }
 for who in router member stranger; do "$g" keys gen-curve --out "$tmp/$who" >/dev/null; done
-{ echo "# workers admitted by this router"; cat "$tmp/member.pub"; } >"$tmp/workers.allow"
+identity() { "$g" bundle verify "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["identity_sha256"])'; }
+bundle_sha=$(identity "$tmp/bundle"); other_sha=$(identity "$tmp/bundle-other")
+[ ${#bundle_sha} = 64 ] && [ ${#other_sha} = 64 ] && [ "$bundle_sha" != "$other_sha" ] ||
+  { bad setup "bundle identities: '$bundle_sha' '$other_sha'"; finish; }
+# The member's key may serve only the demo model with this bundle (docs/protocol.md,
+# "Worker allow-list").
+{ echo "# workers admitted by this router"
+  echo "$(grep -v '^#' "$tmp/member.pub") models=gantry-demo bundles=$bundle_sha"; } >"$tmp/workers.allow"
 http=$(free_port); zport=$(free_port)
 endpoint="tcp://$host_ip:$zport"
 router_args=(--listen "127.0.0.1:$http" --workers "$endpoint" --policy deploy/demo/policy.yaml
@@ -67,8 +77,8 @@ pids+=($!)
 up() { for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$http/healthz" >/dev/null && return 0; sleep 0.1; done; return 1; }
 up || { bad router-up "$(tail -5 "$tmp/router.log")"; finish; }
 metric() { curl -s "http://127.0.0.1:$http/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-worker() {  # worker ID KEYNAME: a gantry-worker in the namespace
-  in_ns worker/server/gantry-worker --bundle "$tmp/bundle" --router "$endpoint" \
+worker() {  # worker ID KEYNAME [BUNDLE]: a gantry-worker in the namespace
+  in_ns worker/server/gantry-worker --bundle "${3:-$tmp/bundle}" --router "$endpoint" \
     --script "$tmp/script.yaml" --worker-id "$1" --curve-key "$tmp/$2.key" \
     --router-key "$tmp/router.pub" >>"$tmp/worker-$1.log" 2>&1 &
   pids+=($!)
@@ -110,6 +120,19 @@ content=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["
 [ "$status" = 200 ] && [ "$content" = "Hello from Gantry." ] && ok curve-chat || bad curve-chat "$status $(cat "$tmp/body")"
 [ "$(metric gantry_router_worker_handshakes_admitted_total)" -ge 1 ] 2>/dev/null && ok admitted-metric \
   || bad admitted-metric "$(metric gantry_router_worker_handshakes_admitted_total)"
+# The member's own key claiming a bundle its allow-list entry does not name: refused
+# (worker_not_allowed, logged by the router; the worker logs the DISCONNECT's code), and
+# the real worker keeps serving.
+worker impostor member "$tmp/bundle-other"
+for _ in $(seq 1 150); do grep -q '"code":"worker_not_allowed"' "$tmp/router.log" && break; sleep 0.1; done
+grep '"broker.ready_refused"' "$tmp/router.log" | grep '"worker_id":"impostor"' |
+  grep -q "\"bundle\":\"$other_sha\"" && ok other-bundle-refused ||
+  bad other-bundle-refused "$(grep -E 'ready_refused|impostor' "$tmp/router.log" | head -3)"
+for _ in $(seq 1 50); do grep -q '"code":"worker_not_allowed"' "$tmp/worker-impostor.log" && break; sleep 0.1; done
+grep -q '"code":"worker_not_allowed"' "$tmp/worker-impostor.log" && ok refused-worker-told ||
+  bad refused-worker-told "$(tail -3 "$tmp/worker-impostor.log")"
+status=$(chat)
+[ "$status" = 200 ] && ok real-worker-keeps-serving || bad real-worker-keeps-serving "$status $(cat "$tmp/body")"
 # The stranger kept trying and never reached READY (the broker never saw its worker id).
 if grep -q '"worker_id":"member"' "$tmp/router.log" && ! grep -q '"stranger"' "$tmp/router.log"; then
   ok refused-never-ready

@@ -33,12 +33,24 @@ if [ -n "${GANTRY_TEST_PG_URL:-}" ]; then
   writer_url=$("$g" ledger setup --db "$ledger_url") || bad ledger-setup "$writer_url"
   ledger_args=(--ledger "$writer_url" --ledger-spool "$tmp/spool")
 fi
-http=$(free_port); zport=$(free_port); grpc=$(free_port)
-router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
+http=$(free_port); grpc=$(free_port)
+# Plain workers (no CURVE) only where no one else can connect: without --insecure-workers
+# the router refuses loopback tcp and an ipc directory others may open, before it listens.
+router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$(free_port)" \
+  --policy deploy/demo/policy.yaml --models "$tmp/models.json" >"$tmp/plain-tcp.log" 2>&1; a=$?
+open_dir=$(mktemp -d /tmp/gantry-open.XXXXXX); chmod 755 "$open_dir"
+router/gantry-router --listen "127.0.0.1:$http" --workers "ipc://$open_dir/workers.sock" \
+  --policy deploy/demo/policy.yaml --models "$tmp/models.json" >"$tmp/plain-open.log" 2>&1; b=$?
+rm -rf "$open_dir"
+[ "$a$b" = 11 ] && grep -q -- "--insecure-workers" "$tmp/plain-tcp.log" &&
+  grep -q "mode 0755" "$tmp/plain-open.log" && ok plain-workers-need-a-private-endpoint ||
+  bad plain-workers-need-a-private-endpoint "$a$b $(cat "$tmp/plain-tcp.log" "$tmp/plain-open.log")"
+new_worker_ipc workers || { bad setup "no private ipc directory"; finish; }
+router/gantry-router --listen "127.0.0.1:$http" --workers "$workers" \
   --grpc-listen "127.0.0.1:$grpc" --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" >"$tmp/router.log" 2>&1 &
 pids+=($!)
-start_worker() {  # [ZMQ_PORT]: the router's worker port (default: the first router's)
-  worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:${1:-$zport}" \
+start_worker() {  # [ENDPOINT]: the router's worker endpoint (default: the first router's)
+  worker/server/gantry-worker --bundle "$tmp/bundle" --router "${1:-$workers}" \
     --script "$tmp/script.yaml" >>"$tmp/worker.log" 2>&1 &
   worker=$!
   pids+=($worker)
@@ -191,12 +203,16 @@ done
 # admitted by the first router, so the second refuses the 11th; others are served.
 if [ ${#ledger_args[@]} -gt 0 ]; then
   http2=$(free_port); zport2=$(free_port)
+  # This one takes plain workers on loopback tcp, as the operator said (--insecure-workers,
+  # warned about at start).
   router/gantry-router --listen "127.0.0.1:$http2" --workers "tcp://127.0.0.1:$zport2" \
-    --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" \
+    --insecure-workers --policy deploy/demo/policy.yaml --models "$tmp/models.json" "${ledger_args[@]}" \
     --budget-sync-ms 100 >"$tmp/router2.log" 2>&1 &
   pids+=($!)
-  first_worker=$worker; start_worker "$zport2"; worker=$first_worker  # kill -9 below: the first
+  first_worker=$worker; start_worker "tcp://127.0.0.1:$zport2"; worker=$first_worker  # kill -9 below: the first
   ready "$http2" && sleep 1  # a few exchanges with the first router
+  grep -q '"broker.insecure_workers"' "$tmp/router2.log" && ok insecure-workers-warned ||
+    bad insecure-workers-warned "$(head -5 "$tmp/router2.log")"
   second() {  # second KEY -> status
     curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$http2/v1/chat/completions" \
       -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \

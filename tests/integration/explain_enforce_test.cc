@@ -388,7 +388,7 @@ class ExplainEnforceTest : public ::testing::Test {
     const int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     router_pid_ = Spawn({"router/gantry-router", "--policy", policy_path_, "--models",
                          dir_ + "/models.json", "--listen", absl::StrCat("127.0.0.1:", http_port_),
-                         "--workers", workers},
+                         "--workers", workers, "--insecure-workers"},  // the test's own workers
                         log);
     close(log);
     for (const auto& [model, cap] : kServed) {

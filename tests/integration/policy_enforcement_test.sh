@@ -63,11 +63,12 @@ grants:
 YAML
 "$g" policy check "$tmp/policy.yaml" >/dev/null 2>&1 && ok policy-check || bad policy-check "$("$g" policy check "$tmp/policy.yaml" 2>&1)"
 
-http=$(free_port); zport=$(free_port)
-router/gantry-router --listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport" \
+http=$(free_port)
+new_worker_ipc workers || { bad setup "no private ipc directory"; finish; }  # plain workers: a 0700 dir
+router/gantry-router --listen "127.0.0.1:$http" --workers "$workers" \
   --policy "$tmp/policy.yaml" --models "$tmp/models.json" >"$tmp/router.log" 2>&1 &
 pids+=($!)
-worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
+worker/server/gantry-worker --bundle "$tmp/bundle" --router "$workers" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 150); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && break; sleep 0.1; done

@@ -27,8 +27,9 @@ for name in server other; do
     -keyout "$tmp/$name.key" -out "$tmp/$name.crt" 2>"$tmp/openssl.log" \
     || { bad setup "openssl req: $(cat "$tmp/openssl.log")"; finish; }
 done
-http=$(free_port); zport=$(free_port); grpc=$(free_port)
-args=(--listen "127.0.0.1:$http" --workers "tcp://127.0.0.1:$zport"
+http=$(free_port); grpc=$(free_port)
+new_worker_ipc workers || { bad setup "no private ipc directory"; finish; }  # plain workers: a 0700 dir
+args=(--listen "127.0.0.1:$http" --workers "$workers"
       --policy deploy/demo/policy.yaml --models "$tmp/models.json")
 
 # Configuration errors stop the router before it listens.
@@ -42,7 +43,7 @@ router/gantry-router "${args[@]}" --tls-cert "$tmp/server.crt" --tls-key "$tmp/o
 router/gantry-router "${args[@]}" --tls-cert "$tmp/server.crt" --tls-key "$tmp/server.key" \
   --grpc-listen "127.0.0.1:$grpc" >"$tmp/router.log" 2>&1 &
 pids+=($!)
-worker/server/gantry-worker --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
+worker/server/gantry-worker --bundle "$tmp/bundle" --router "$workers" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
 base="https://127.0.0.1:$http"

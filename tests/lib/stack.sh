@@ -1,6 +1,10 @@
 # Sourced by end-to-end shell tests that start Gantry's real processes on loopback.
 #   pids+=($!)                     processes to kill (-9) when the test exits
 #   free_port                      an ephemeral TCP port on 127.0.0.1
+#   new_worker_ipc VAR             sets VAR to ipc://DIR/workers.sock, DIR a fresh directory
+#                                  only this user can open (mode 0700; removed on exit):
+#                                  where a router without CURVE accepts plain workers
+#                                  (docs/router.md, "Worker identity")
 #   make_test_bundle DIR CONTEXT MAX_OUTPUT
 #                                  a 1-layer qwen3 make-test-model with the demo Qwen3
 #                                  tokenizer and template, packed as model "gantry-demo"
@@ -9,8 +13,19 @@
 #                                  the router's --models file serving that bundle
 # Needs `g` (the gantry binary) and `tmp` set, and tests/lib/shtest.sh sourced.
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; }
+ipc_dirs=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  [ ${#ipc_dirs[@]} -eq 0 ] || rm -rf "${ipc_dirs[@]}"
+}
 trap cleanup EXIT
+# Under /tmp, not $tmp: an AF_UNIX socket path holds at most 107 bytes.
+new_worker_ipc() {
+  local dir
+  dir=$(mktemp -d /tmp/gantry-w.XXXXXX) && chmod 700 "$dir" || return 1
+  ipc_dirs+=("$dir")
+  printf -v "$1" '%s' "ipc://$dir/workers.sock"
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 make_test_bundle() {

@@ -95,15 +95,16 @@ grants:
 YAML
 "$g" policy check "$tmp/policy.yaml" >/dev/null || { echo "setup: policy check failed"; exit 2; }
 
-http=$(free_port); zport=$(free_port); grpc=$(free_port)
+http=$(free_port); grpc=$(free_port)
+new_worker_ipc workers || { echo "setup: no private ipc directory"; exit 2; }  # plain workers: a 0700 dir
 # The writer needs its ledger key even when it can only spool.
 (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$tmp/ledger.key"; echo >>"$tmp/ledger.key")
 "$BIN/router/gantry-router" --ledger-key "$tmp/ledger.key" --listen "127.0.0.1:$http" --grpc-listen "127.0.0.1:$grpc" \
-  --workers "tcp://127.0.0.1:$zport" --policy "$tmp/policy.yaml" --models "$tmp/models.json" \
+  --workers "$workers" --policy "$tmp/policy.yaml" --models "$tmp/models.json" \
   --ledger "postgresql://nobody@/none?host=$tmp/nosock&connect_timeout=1" --ledger-spool "$tmp/spool" \
   >"$tmp/router.log" 2>&1 &
 pids+=($!)
-"$BIN/worker/server/gantry-worker" --bundle "$tmp/bundle" --router "tcp://127.0.0.1:$zport" \
+"$BIN/worker/server/gantry-worker" --bundle "$tmp/bundle" --router "$workers" \
   --script "$tmp/script.yaml" >"$tmp/worker.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$http/readyz" >/dev/null && break; sleep 0.1; done

@@ -114,6 +114,9 @@ absl::Status TokenizerService::Serve(const std::string& endpoint) {
   zmq::context_t context;
   zmq::socket_t socket(context, zmq::socket_type::router);
   socket.set(zmq::sockopt::linger, 0);
+  // Bounded before buffered: libzmq disconnects a peer that announces a frame larger
+  // than a whole request may be (the RecvLimits below), before buffering any of it.
+  socket.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
   try {
     socket.bind(endpoint);
   } catch (const zmq::error_t& e) {

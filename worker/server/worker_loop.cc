@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -141,7 +142,23 @@ void WorkerLoop::Run() {
     return ready;
   };
 
+  // READYs the router answered with DISCONNECT before anything else, in a row: such a
+  // worker (refused: worker_not_allowed, worker_id_taken, ...) waits before it tries
+  // again, one interval doubling up to kMaxRefusedBackoffMs, instead of spinning.
+  int refused_in_a_row = 0;
+  constexpr int64_t kMaxRefusedBackoffMs = 30000;
   while (!stop_.load()) {
+    if (refused_in_a_row > 0) {
+      const int64_t interval_ms = options_.heartbeat_interval_ms;
+      const int64_t wait_ms = std::min<int64_t>(
+          kMaxRefusedBackoffMs, interval_ms << std::min(refused_in_a_row - 1, 5));
+      const int64_t until = NowMs() + wait_ms;
+      while (!stop_.load() && NowMs() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (stop_.load()) break;
+    }
+    bool heard_other = false;  // a message other than DISCONNECT on this socket
     zmq::socket_t dealer(m.context, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
     // Events are never dropped at a high-water mark (a dropped PARTIAL or FINAL would
@@ -216,6 +233,10 @@ void WorkerLoop::Run() {
         if (frames.ok()) {
           last_heard = NowMs();
           auto message = wire::DecodeFrames(*frames, wire::Direction::kRouterToWorker);
+          if (message.ok() && !std::holds_alternative<v1::Disconnect>(*message)) {
+            heard_other = true;
+            refused_in_a_row = 0;
+          }
           if (!message.ok()) {
             Log(LogLevel::kWarning, "worker.frame.dropped", {{"error", message.status().ToString()}});
           } else if (auto* request = std::get_if<v1::Request>(&*message)) {
@@ -249,8 +270,15 @@ void WorkerLoop::Run() {
             std::lock_guard<std::mutex> lock(m.mu);
             auto it = m.active.find(cancel->request_id());
             if (it != m.active.end()) it->second->cancel = true;  // unknown ids are ignored
-          } else if (std::holds_alternative<v1::Disconnect>(*message)) {
-            Log(LogLevel::kWarning, "worker.state", {{"state", "RECONNECTING"}, {"why", "DISCONNECT"}});
+          } else if (auto* disconnect = std::get_if<v1::Disconnect>(&*message)) {
+            // The router's reason, e.g. worker_not_allowed: the allow-list does not let
+            // this key serve this bundle (docs/protocol.md, "Worker identity").
+            refused_in_a_row = heard_other ? 0 : refused_in_a_row + 1;
+            Log(LogLevel::kWarning, "worker.state",
+                {{"state", "RECONNECTING"}, {"why", "DISCONNECT"},
+                 {"code", disconnect->reason().reason().substr(0, 64)},
+                 {"message", disconnect->reason().message().substr(0, 512)},
+                 {"refused_in_a_row", absl::StrCat(refused_in_a_row)}});
             reconnect = true;
           }
           // HEARTBEAT: being heard is all it means.
