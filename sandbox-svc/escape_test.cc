@@ -609,6 +609,50 @@ TEST_F(EscapeTest, SecondRedTeamDecidedOneFileRanAnother) {
   EXPECT_EQ(t.successes(), 0);
 }
 
+// A third red team's findings (the exec re-check after every allowed exec is tested
+// in exec_supervisor_test).
+TEST_F(EscapeTest, ThirdRedTeamMemoryVsockAndConcurrentCalls) {
+  EscapeTally t("a third red team: memfd, SysV shm, AF_VSOCK, a linked grant file, a concurrent writer");
+  // memfd and SysV shared memory are outside every limit (6 GiB pinned past RLIMIT_AS).
+  auto mem = RunUnder(ToolsPolicy({"/usr/bin/perl"}), ws_,
+                      {"perl", "-e",
+                       "my $name = 'x'; my $m = syscall(319, $name, 0);"
+                       "print $m == -1 ? 'memfd refused ' : 'memfd ';"
+                       "my $s = syscall(29, 0, 1 << 20, 01000 | 0600); print $s == -1 ? 'shm refused ' : 'shm ';"
+                       "my $v = syscall(41, 40, 1, 0); print $v == -1 ? 'vsock refused' : 'vsock'"});
+  EXPECT_EQ(mem.stdout(), "memfd refused shm refused vsock refused") << mem.ShortDebugString();
+  t.Attempt(!absl::StrContains(mem.stdout(), "memfd refused"), "memfd_create");
+  t.Attempt(!absl::StrContains(mem.stdout(), "shm refused"), "shmget");
+  t.Attempt(!absl::StrContains(mem.stdout(), "vsock refused"), "socket(AF_VSOCK)");
+  // A literal file grant with another name (a hard link) would write that name too.
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat("mkdir -p other && echo keep > other/config && "
+                                       "ln other/config config && chown -R ", kUid, ":", kUid, " .")));
+  v1::ToolCall linked = ExecCall(ws_, {});
+  linked.mutable_grant()->add_write_paths("config");
+  auto wrote = Exec(ws_, {"sh", "-c", "echo changed > /workspace/config; echo done"}, &linked);
+  EXPECT_EQ(wrote.stdout(), "done\n") << wrote.ShortDebugString();
+  t.Attempt(ReadHostFile(ws_ + "/other/config") != "keep\n", "a hard-linked grant wrote its other name");
+  // Calls on one workspace: one that writes it runs alone, so another call's checks of
+  // the workspace (an operand's link, the file it runs) hold while it runs. The writer
+  // holds the workspace for a second between two writes; a reader started meanwhile
+  // sees only the second.
+  v1::ToolCall writer = ExecCall(ws_, {});
+  writer.mutable_grant()->add_write_paths("out/**");
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat("mkdir -p out && chown ", kUid, ":", kUid, " out")));
+  std::thread first([&] {
+    Exec(ws_, {"sh", "-c", "echo one > /workspace/out/state; sleep 1; echo two > /workspace/out/state"},
+         &writer);
+  });
+  for (int i = 0; i < 500 && ReadHostFile(ws_ + "/out/state") != "one\n"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto reader = Exec(ws_, {"cat", "/workspace/out/state"});
+  first.join();
+  EXPECT_EQ(reader.stdout(), "two\n") << reader.ShortDebugString();
+  t.Attempt(reader.stdout() == "one\n", "a call ran while another call wrote the workspace");
+  EXPECT_EQ(t.successes(), 0);
+}
+
 // An attempt to run touch(1) on a file its rule does not grant, through programs that
 // are granted.
 struct ExecAttempt {

@@ -676,21 +676,24 @@ bool ExecSupervisor::HandleOne() {
   // is no longer pending, the pid may name another process by now, and nothing read
   // counts. Not answered: the kernel has already failed or restarted the call.
   if (seccomp_notify_id_valid(listener_, req->id) != 0) return true;
-  // An allowed exec of a vfork child: traced from here, so that the kernel stops it
-  // after the exec and before the new program's first instruction, where the file it
-  // runs and the argv it was given are checked against what was decided.
+  // Every allowed exec is traced from here, so that the kernel stops it after the exec
+  // and before the new program's first instruction, where the file it runs and the
+  // argv it was given are checked against what was decided. Whatever changed the path,
+  // the file or the arguments between the decision and the kernel's own reading (a
+  // vfork parent's memory, a grandchild re-parented so that nothing seemed to share it,
+  // a file renamed into place by another writer: red teams' ways) is caught there.
   Pending pending;
-  if (v.allowed && shared) {
+  if (v.allowed) {
     pending.pid = x.pid;
     pending.argv = final_argv_;
+    pending.shared = shared;
     const bool seized = std::any_of(pending_.begin(), pending_.end(),
                                     [&](const Pending& p) { return p.pid == x.pid; }) ||
                         ptrace(PTRACE_SEIZE, x.pid, nullptr,
                                reinterpret_cast<void*>(PTRACE_O_TRACEEXEC |
                                                        PTRACE_O_EXITKILL)) == 0;
     if (!seized || !FileIdentity(x.pid, final_executable_, &pending.dev, &pending.ino)) {
-      v = Refuse("exec_unverifiable",
-                 "exec refused: it shares its parent's memory and cannot be checked after it");
+      v = Refuse("exec_unverifiable", "exec refused: it cannot be checked after the exec");
     }
   }
   Respond(listener_, req, resp, v.allowed, answer_errno);
@@ -702,7 +705,7 @@ bool ExecSupervisor::HandleOne() {
     records_.back().decide_us = static_cast<uint64_t>(SystemClock().MonotonicMicros() - t0);
     pending.record = records_.size() - 1;
   }
-  if (v.allowed && shared) {
+  if (v.allowed) {
     pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                   [&](const Pending& p) { return p.pid == x.pid; }),
                    pending_.end());
@@ -740,8 +743,8 @@ void ExecSupervisor::CheckPending() {
           r.rule_id = "exec_changed";
           r.reason = absl::StrCat("rule:exec_changed: killed before it ran: its ",
                                   same_file ? "argv" : "file",
-                                  " changed after the check (memory shared with a vfork "
-                                  "parent)");
+                                  " changed after the check", p.shared ? " (memory shared with a "
+                                  "vfork parent)" : "");
         }
       }
     } else if (WIFSTOPPED(status)) {

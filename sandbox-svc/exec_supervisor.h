@@ -22,10 +22,13 @@
 //      script's interpreter is decided too (with the argv the kernel will give it),
 //      anything else is refused (the kernel would try binfmt_misc handlers);
 //   6. answers: SECCOMP_USER_NOTIF_FLAG_CONTINUE to let the kernel run it, or EACCES.
-//      A vfork child shares its parent's memory, and the parent can still write it by
-//      dying (its clear_child_tid, robust futexes): such an exec is ptrace-seized before
-//      it continues, and at its PTRACE_EVENT_EXEC stop, before the new program runs,
-//      the file and the argv the kernel copied must be the decided ones (CheckPending).
+//      Every allowed exec is ptrace-seized before it continues, and at its
+//      PTRACE_EVENT_EXEC stop, before the new program runs, the file the kernel runs
+//      (its device and inode) and the argv it copied must be the decided ones
+//      (CheckPending), else it is killed. Steps 2 and 4 keep what they check from
+//      changing as far as they can see; this catches what they cannot (a vfork
+//      parent's dying writes, a grandchild re-parented away from the memory it shares,
+//      a file renamed into place by a writer outside the call).
 // A path that does not resolve is answered with the errno the kernel would give
 // (ENOENT, ENOTDIR, ELOOP), without a decision: execvp's PATH search works as usual.
 // Execs the sandbox makes before the command (bwrap, prlimit) are matched against the
@@ -124,8 +127,8 @@ class ExecSupervisor {
   uint64_t decided() const { return decided_; }
   uint64_t denied() const { return denied_; }
 
-  // Allowed execs of vfork children waiting for their check after the fact: the run
-  // loop calls CheckPending (non-blocking) every millisecond while this is true.
+  // Allowed execs waiting for their check after the fact: the run loop calls
+  // CheckPending (non-blocking) every 100 us while this is true.
   bool HasPending() const { return !pending_.empty(); }
   // For each such exec that has reached its ptrace exec stop: the file it runs and the
   // argv the kernel copied must be what was decided, else it is killed before its first
@@ -143,6 +146,7 @@ class ExecSupervisor {
     ino_t ino = 0;
     std::vector<std::string> argv;
     size_t record = static_cast<size_t>(-1);
+    bool shared = false;  // its memory was shared with a vfork parent
   };
   std::vector<Pending> pending_;
   // The program the kernel finally runs for the exec being decided (the last

@@ -254,5 +254,24 @@ TEST_F(ExecSupervisorTest, Argv0MustNameTheFileThatRuns) {
   EXPECT_EQ(FirstDenied(r)->executable(), attempts_);
 }
 
+// A third red team: P vforked by this process vforks C; C kills P, so C is re-parented
+// and no longer seemed to share memory with anyone (it was decided without the check
+// after the exec), while this process, running again in the same memory, flipped the
+// decided path to another program. 5-25 of 100 tries ran it (here: 38 refused as
+// exec_mismatch and the marker made, before the fix). Every allowed exec is now
+// checked at its exec stop: the file it runs must be the one decided.
+TEST_F(ExecSupervisorTest, AnOrphanedVforkChildCannotRunAnotherFile) {
+  // The program run in cat's place must exist in the sandbox: a copy of touch in the
+  // read-only workspace, granted to no one.
+  const std::string toucher = ws_ + "/toucher";
+  ASSERT_EQ(std::system(absl::StrCat("cp /usr/bin/touch '", toucher, "'").c_str()), 0);
+  ASSERT_EQ(chown(toucher.c_str(), kUid, kUid), 0);
+  auto r = Run({attempts_, "/usr/bin/cat"},
+               {attempts_, "orphan-flip", "/usr/bin/cat", "/workspace/toucher", kMarker});
+  ASSERT_EQ(r.outcome(), v1::TOOL_RAN) << r.stderr() << r.denial_reason();
+  EXPECT_FALSE(Marked()) << "touch ran in place of cat: " << r.ShortDebugString().substr(0, 3000);
+  EXPECT_TRUE(absl::StrContains(r.stdout(), "errno=0")) << r.ShortDebugString().substr(0, 2000);
+}
+
 }  // namespace
 }  // namespace gantry::sandbox

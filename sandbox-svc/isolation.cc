@@ -650,13 +650,18 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
     if (err_r.get() >= 0) { idx_err = n; fds[n++] = {err_r.get(), POLLIN, 0}; }
     if (st_r.get() >= 0) { idx_st = n; fds[n++] = {st_r.get(), POLLIN, 0}; }
     if (!exited && pidfd.get() >= 0) { idx_pid = n; fds[n++] = {pidfd.get(), POLLIN, 0}; }
-    int timeout_ms = killed ? 1000 : static_cast<int>((deadline.RemainingMicros() + 999) / 1000);
-    if (supervisor.HasPending()) timeout_ms = std::min(timeout_ms, 1);
+    int64_t timeout_us = killed ? 1000000 : std::max<int64_t>(deadline.RemainingMicros(), 0);
+    // An allowed exec waits, stopped after it, for its check (CheckPending): look every
+    // 100 us meanwhile (a tracee's stop wakes no descriptor).
+    const bool short_wait = supervisor.HasPending() && timeout_us > 100;
+    if (short_wait) timeout_us = 100;
     if (n == 0) break;
-    int ready = poll(fds, static_cast<nfds_t>(n), timeout_ms);
+    const timespec timeout = {static_cast<time_t>(timeout_us / 1000000),
+                              static_cast<long>(timeout_us % 1000000) * 1000};
+    int ready = ppoll(fds, static_cast<nfds_t>(n), &timeout, nullptr);
     if (ready < 0 && errno == EINTR) continue;
     if (supervisor.HasPending()) supervisor.CheckPending();
-    if (ready == 0 && !(timeout_ms == 1 && !killed && !deadline.Expired())) {
+    if (ready == 0 && !(short_wait && !killed && !deadline.Expired())) {
       if (killed) break;  // clean-up took too long; give up on the pipes
       kill(pid, SIGKILL);
       killed = true;

