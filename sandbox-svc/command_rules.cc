@@ -1465,9 +1465,13 @@ bool IsDeniedEnvName(absl::string_view name) {
       "PYTHONBREAKPOINT", "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PERL5OPT", "PERL5LIB",
       "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB", "RUBYSHELL", "NODE_OPTIONS", "NODE_PATH",
       "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "TCLLIBPATH"};
-  return kDenied.count(std::string(name)) > 0 || absl::StartsWith(name, "LD_") ||
-         absl::StartsWith(name, "GIT_") || absl::StartsWith(name, "BASH_FUNC_") ||
-         absl::StartsWith(name, "LUA_");
+  // Whole families: an interpreter adds variables faster than a list keeps up (a red
+  // team used PYTHONPYCACHEPREFIX to load a committed .pyc in place of a module).
+  for (absl::string_view prefix : {"LD_", "GIT_", "BASH_FUNC_", "LUA_", "PYTHON", "PERL",
+                                   "RUBY", "NODE_"}) {
+    if (absl::StartsWith(name, prefix)) return true;
+  }
+  return kDenied.count(std::string(name)) > 0;
 }
 
 absl::StatusOr<std::vector<std::string>> SplitEnvSplitString(absl::string_view text) {

@@ -608,6 +608,9 @@ TEST_F(CommandRulesAttemptTest, LoaderAndPathVariables) {
   ExpectDenied({"env", "BASH_ENV=/workspace/x", "bash", "-c", "cat"}, "env");
   ExpectDenied({"env", "TAR_OPTIONS=--to-command=id", "tar", "-xf", "a.tar"}, "env");
   ExpectDenied({"env", "PYTHONPATH=/workspace", "python3", "tests/a.py"}, "env");
+  ExpectDenied({"env", "PYTHONPYCACHEPREFIX=/workspace/untrusted", "python3", "tests/a.py"}, "env");
+  ExpectDenied({"env", "PYTHONINSPECT=1", "python3", "tests/a.py"}, "env");
+  ExpectDenied({"env", "PERL_UNICODE=1", "perl", "tests/a.pl"}, "env");
   ExpectDenied({"xargs", "--process-slot-var=PATH", "sh", "-c", "cat"}, "xargs");
   ExpectDenied({"xargs", "--process-slot-var", "BASH_ENV", "bash", "-c", "cat"}, "xargs");
   EXPECT_TRUE(IsDeniedEnvName("HOME"));
