@@ -5,7 +5,7 @@
 #ifndef GANTRY_CLI_KEYS_COMMANDS_H_
 #define GANTRY_CLI_KEYS_COMMANDS_H_
 
-#include "cli/subcommand.h"
+#include "common/subcommand.h"
 
 namespace gantry::cli {
 

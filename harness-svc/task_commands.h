@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/subcommand.h"
 #include "common/json.h"
+#include "common/subcommand.h"
 
 namespace gantry::harness {
 
@@ -17,7 +17,7 @@ int RunTaskCommand(const std::vector<std::string>& args);
 // One line describing an event for the live progress and `task show`.
 std::string SummarizeEvent(const std::string& type, const json::Value& payload);
 
-inline const cli::Subcommand kTaskCommand = {
+inline const Subcommand kTaskCommand = {
     "task",
     "run an agent task from a manifest; show a task's event trace",
     "Usage: gantry task run FILE [--router URL] [--sandbox ENDPOINT] [--ledger URL]\n"

@@ -428,7 +428,7 @@ int RunLedger(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-const cli::Subcommand kLedgerCommand = {
+const Subcommand kLedgerCommand = {
     "ledger", "verify, export and follow the hash-chained evidence ledger", kUsage, &RunLedger};
 
 }  // namespace gantry::ledger

@@ -2,11 +2,11 @@
 #ifndef GANTRY_LEDGER_LEDGER_COMMANDS_H_
 #define GANTRY_LEDGER_LEDGER_COMMANDS_H_
 
-#include "cli/subcommand.h"
+#include "common/subcommand.h"
 
 namespace gantry::ledger {
 
-extern const cli::Subcommand kLedgerCommand;
+extern const Subcommand kLedgerCommand;
 
 }  // namespace gantry::ledger
 

@@ -177,7 +177,7 @@ int RunPolicy(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const cli::Subcommand kPolicyCommand = {
+const Subcommand kPolicyCommand = {
     "policy", "check, explain and hash an access-policy file",
     "Usage: gantry policy check FILE\n"
     "       gantry policy hash FILE\n"

@@ -10,11 +10,11 @@
 #ifndef GANTRY_POLICY_POLICY_COMMANDS_H_
 #define GANTRY_POLICY_POLICY_COMMANDS_H_
 
-#include "cli/subcommand.h"
+#include "common/subcommand.h"
 
 namespace gantry::policy {
 
-extern const cli::Subcommand kPolicyCommand;
+extern const Subcommand kPolicyCommand;
 
 }  // namespace gantry::policy
 

@@ -132,7 +132,7 @@ int RunSandbox(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const cli::Subcommand kSandboxCommand = {
+const Subcommand kSandboxCommand = {
     "sandbox", "run one command in the tool sandbox (isolation and command rules)", kUsage,
     &RunSandbox};
 

@@ -10,10 +10,10 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "formats/bundle/bundle.h"
+#include "formats/gguf/gguf.h"
 #include "tokenizer-svc/jinja/chat_template.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
-#include "worker/bundle/bundle.h"
-#include "worker/gguf/gguf.h"
 
 namespace gantry::bundle_text {
 

@@ -60,7 +60,7 @@ int RunRender(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const cli::Subcommand kRenderCommand = {
+const Subcommand kRenderCommand = {
     "render", "render a conversation with a model's chat template",
     "Usage: gantry render --tokenizer PATH CONVERSATION.json\n\n"
     "Prints the prompt the chat template in PATH/tokenizer_config.json renders for the\n"

@@ -7,11 +7,11 @@
 #ifndef GANTRY_TOKENIZER_SVC_JINJA_RENDER_COMMAND_H_
 #define GANTRY_TOKENIZER_SVC_JINJA_RENDER_COMMAND_H_
 
-#include "cli/subcommand.h"
+#include "common/subcommand.h"
 
 namespace gantry::jinja {
 
-extern const cli::Subcommand kRenderCommand;
+extern const Subcommand kRenderCommand;
 
 }  // namespace gantry::jinja
 

@@ -10,10 +10,10 @@
 #include "common/sha256.h"
 #include "common/status.h"
 #include "common/zmq_io.h"
+#include "formats/bundle/bundle.h"
 #include "tokenizer-svc/bundle_text/bundle_text.h"
 #include "tokenizer-svc/conversation/conversation.h"
 #include "tokenizer-svc/conversation/prompt.h"
-#include "worker/bundle/bundle.h"
 
 namespace gantry::tokenizer_service {
 namespace {

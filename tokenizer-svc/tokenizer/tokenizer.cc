@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "common/utf8.h"
+#include "formats/gguf/gguf.h"
 #include "tokenizer-svc/tokenizer/added_tokens.h"
 #include "tokenizer-svc/tokenizer/decoder.h"
 #include "tokenizer-svc/tokenizer/json_fields.h"
@@ -20,7 +21,6 @@
 #include "tokenizer-svc/tokenizer/normalizer.h"
 #include "tokenizer-svc/tokenizer/post_processor.h"
 #include "tokenizer-svc/tokenizer/pre_tokenizer.h"
-#include "worker/gguf/gguf.h"
 
 namespace gantry::tokenizer {
 namespace {

@@ -140,7 +140,7 @@ int RunDetokenize(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const cli::Subcommand kTokenizeCommand = {
+const Subcommand kTokenizeCommand = {
     "tokenize", "print the token ids of a text as a JSON array",
     "Usage: gantry tokenize --tokenizer PATH [--add-special] [--split-special] [FILE|-]\n\n"
     "Reads FILE (or stdin) as raw UTF-8 bytes and prints its token ids as one JSON array.\n"
@@ -154,7 +154,7 @@ const cli::Subcommand kTokenizeCommand = {
     "Exit status: 0 success, 1 failure, 2 usage error.\n",
     &RunTokenize};
 
-const cli::Subcommand kDetokenizeCommand = {
+const Subcommand kDetokenizeCommand = {
     "detokenize", "print the text of a JSON array of token ids",
     "Usage: gantry detokenize --tokenizer PATH [--skip-special] [FILE|-]\n\n"
     "Reads a JSON array of token ids from FILE (or stdin) and prints their text exactly\n"

@@ -4,12 +4,12 @@
 #ifndef GANTRY_TOKENIZER_SVC_TOKENIZER_TOKENIZER_COMMANDS_H_
 #define GANTRY_TOKENIZER_SVC_TOKENIZER_TOKENIZER_COMMANDS_H_
 
-#include "cli/subcommand.h"
+#include "common/subcommand.h"
 
 namespace gantry::tokenizer {
 
-extern const cli::Subcommand kTokenizeCommand;
-extern const cli::Subcommand kDetokenizeCommand;
+extern const Subcommand kTokenizeCommand;
+extern const Subcommand kDetokenizeCommand;
 
 }  // namespace gantry::tokenizer
 

@@ -25,6 +25,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "formats/gguf/gguf.h"
 #include "tokenizer-svc/tokenizer/added_tokens.h"
 #include "tokenizer-svc/tokenizer/decoder.h"
 #include "tokenizer-svc/tokenizer/model_bpe.h"
@@ -33,7 +34,6 @@
 #include "tokenizer-svc/tokenizer/pre_tokenizer.h"
 #include "tokenizer-svc/tokenizer/spm_merges.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
-#include "worker/gguf/gguf.h"
 
 namespace gantry::tokenizer {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "formats/gguf/gguf.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
-#include "worker/gguf/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gantry;

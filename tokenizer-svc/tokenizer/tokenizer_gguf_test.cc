@@ -26,10 +26,10 @@
 #include "absl/strings/str_replace.h"
 #include "common/json.h"
 #include "common/status.h"
+#include "formats/gguf/gguf.h"
+#include "formats/testmodel/test_model.h"
 #include "gtest/gtest.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
-#include "worker/gguf/gguf.h"
-#include "worker/testmodel/test_model.h"
 
 namespace gantry::tokenizer {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "worker/gguf/quant.h"
+#include "formats/gguf/quant.h"
 #include "worker/kernels/ops_avx2.h"
 
 namespace gantry::kernels {

@@ -27,7 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 #include "worker/kernels/ops.h"
 
 namespace gantry::kernels {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf/quant.h"
 #include "gtest/gtest.h"
-#include "worker/gguf/quant.h"
 #include "worker/kernels/ops.h"
 
 namespace gantry::kernels {

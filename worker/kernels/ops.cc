@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "worker/gguf/quant.h"
+#include "formats/gguf/quant.h"
 
 namespace gantry::kernels {
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 
 namespace gantry::kernels {
 

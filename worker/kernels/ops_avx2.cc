@@ -28,7 +28,7 @@
 #include <cstring>
 #include <utility>
 
-#include "worker/gguf/quant.h"
+#include "formats/gguf/quant.h"
 
 namespace gantry::kernels::internal {
 namespace {

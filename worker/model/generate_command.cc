@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/file.h"
 #include "common/json.h"
+#include "formats/gguf/gguf.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
-#include "worker/gguf/gguf.h"
 #include "worker/kernels/thread_pool.h"
 #include "worker/model/model.h"
 #include "worker/model/session.h"
@@ -168,7 +168,7 @@ int RunGenerate(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const cli::Subcommand kGenerateCommand = {
+const Subcommand kGenerateCommand = {
     "generate", "run a GGUF model with Gantry's kernels (greedy; agreement and speed checks)",
     kUsage, &RunGenerate};
 

@@ -4,11 +4,11 @@
 #ifndef GANTRY_WORKER_MODEL_GENERATE_COMMAND_H_
 #define GANTRY_WORKER_MODEL_GENERATE_COMMAND_H_
 
-#include "cli/subcommand.h"
+#include "common/subcommand.h"
 
 namespace gantry::model {
 
-extern const cli::Subcommand kGenerateCommand;
+extern const Subcommand kGenerateCommand;
 
 }  // namespace gantry::model
 

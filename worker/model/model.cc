@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "common/error_codes.h"
 #include "common/status.h"
-#include "worker/gguf/quant.h"
+#include "formats/gguf/quant.h"
 #include "worker/kernels/kernels.h"
 
 namespace gantry::model {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 #include "worker/kernels/ops.h"
 
 namespace gantry::model {

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf/gguf.h"
+#include "formats/gguf/quant.h"
+#include "formats/testmodel/test_model.h"
 #include "gtest/gtest.h"
-#include "worker/gguf/gguf.h"
-#include "worker/gguf/quant.h"
 #include "worker/kernels/thread_pool.h"
-#include "worker/testmodel/test_model.h"
 
 namespace gantry::model {
 namespace {

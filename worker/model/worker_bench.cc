@@ -31,12 +31,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/json.h"
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
+#include "formats/testmodel/test_model.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/thread_pool.h"
 #include "worker/model/model.h"
 #include "worker/model/session.h"
-#include "worker/testmodel/test_model.h"
 
 namespace gantry::model {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "worker/bundle/bundle.h"
+#include "formats/bundle/bundle.h"
 #include "worker/server/engine.h"
 
 namespace gantry::server {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "worker/bundle/bundle_pack.h"
-#include "worker/testmodel/test_model.h"
+#include "formats/bundle/bundle_pack.h"
+#include "formats/testmodel/test_model.h"
 
 namespace gantry::server {
 

@@ -1,8 +1,8 @@
-#include "cli/subcommand.h"
+#include "common/subcommand.h"
 
 #include <cstdio>
 
-namespace gantry::cli {
+namespace gantry {
 namespace {
 
 bool IsHelp(const std::string& arg) { return arg == "--help" || arg == "-h" || arg == "help"; }
@@ -17,13 +17,14 @@ void PrintOverview(const std::vector<Subcommand>& table, FILE* out) {
 
 }  // namespace
 
-int Dispatch(const std::vector<Subcommand>& table, const std::vector<std::string>& args) {
+int DispatchSubcommand(const std::vector<Subcommand>& table,
+                       const std::vector<std::string>& args) {
   if (args.empty()) {
     PrintOverview(table, stderr);
     return 2;
   }
   if (IsHelp(args[0])) {
-    if (args.size() > 1) return Dispatch(table, {args[1], "--help"});
+    if (args.size() > 1) return DispatchSubcommand(table, {args[1], "--help"});
     PrintOverview(table, stdout);
     return 0;
   }
@@ -40,4 +41,4 @@ int Dispatch(const std::vector<Subcommand>& table, const std::vector<std::string
   return 2;
 }
 
-}  // namespace gantry::cli
+}  // namespace gantry

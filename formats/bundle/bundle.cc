@@ -1,4 +1,4 @@
-#include "worker/bundle/bundle.h"
+#include "formats/bundle/bundle.h"
 
 #include <sys/stat.h>
 
@@ -14,7 +14,7 @@
 #include "common/json.h"
 #include "common/sha256.h"
 #include "common/status.h"
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 
 namespace gantry::bundle {
 namespace {

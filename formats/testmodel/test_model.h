@@ -9,14 +9,14 @@
 // options always give the same bytes. llama.cpp loads these files.
 //
 // Thread-safety: pure function of its options (plus the files it reads and writes).
-#ifndef GANTRY_WORKER_TESTMODEL_TEST_MODEL_H_
-#define GANTRY_WORKER_TESTMODEL_TEST_MODEL_H_
+#ifndef GANTRY_FORMATS_TESTMODEL_TEST_MODEL_H_
+#define GANTRY_FORMATS_TESTMODEL_TEST_MODEL_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 
 namespace gantry::testmodel {
 
@@ -69,4 +69,4 @@ bool UsesMoreBits(uint32_t layer, uint32_t n_layer);
 
 }  // namespace gantry::testmodel
 
-#endif  // GANTRY_WORKER_TESTMODEL_TEST_MODEL_H_
+#endif  // GANTRY_FORMATS_TESTMODEL_TEST_MODEL_H_

@@ -8,8 +8,8 @@
 // (INVALID_ARGUMENT, reason "invalid_gguf", naming the byte offset), never a crash.
 //
 // Thread-safety: a GgufFile is immutable after Open() and may be read from many threads.
-#ifndef GANTRY_WORKER_GGUF_GGUF_H_
-#define GANTRY_WORKER_GGUF_GGUF_H_
+#ifndef GANTRY_FORMATS_GGUF_GGUF_H_
+#define GANTRY_FORMATS_GGUF_GGUF_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -147,4 +147,4 @@ class GgufWriter {
 
 }  // namespace gantry::gguf
 
-#endif  // GANTRY_WORKER_GGUF_GGUF_H_
+#endif  // GANTRY_FORMATS_GGUF_GGUF_H_

@@ -1,4 +1,4 @@
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 
 #include <gtest/gtest.h>
 #include <immintrin.h>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker/gguf/quant.h"
+#include "formats/gguf/quant.h"
 
 namespace gantry::gguf {
 namespace {

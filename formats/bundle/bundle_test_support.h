@@ -1,7 +1,7 @@
 // Test-only helpers for bundle tests: temporary directories, tiny GGUF files, file
 // surgery (flip a byte, rewrite a manifest with a fresh identity).
-#ifndef GANTRY_WORKER_BUNDLE_BUNDLE_TEST_SUPPORT_H_
-#define GANTRY_WORKER_BUNDLE_BUNDLE_TEST_SUPPORT_H_
+#ifndef GANTRY_FORMATS_BUNDLE_BUNDLE_TEST_SUPPORT_H_
+#define GANTRY_FORMATS_BUNDLE_BUNDLE_TEST_SUPPORT_H_
 
 #include <string>
 
@@ -28,4 +28,4 @@ void WriteManifestWithFreshIdentityForTest(const std::string& dir, json::Value m
 
 }  // namespace gantry::bundle
 
-#endif  // GANTRY_WORKER_BUNDLE_BUNDLE_TEST_SUPPORT_H_
+#endif  // GANTRY_FORMATS_BUNDLE_BUNDLE_TEST_SUPPORT_H_

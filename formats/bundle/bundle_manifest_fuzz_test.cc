@@ -12,11 +12,11 @@
 
 #include "absl/strings/match.h"
 #include "common/json.h"
+#include "formats/bundle/bundle.h"
+#include "formats/bundle/bundle_manifest.h"
+#include "formats/bundle/bundle_pack.h"
+#include "formats/bundle/bundle_test_support.h"
 #include "gtest/gtest.h"
-#include "worker/bundle/bundle.h"
-#include "worker/bundle/bundle_manifest.h"
-#include "worker/bundle/bundle_pack.h"
-#include "worker/bundle/bundle_test_support.h"
 
 namespace gantry::bundle {
 namespace {

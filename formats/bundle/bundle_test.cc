@@ -1,7 +1,7 @@
 // Pack -> verify, tampering with each asset and with the manifest, hostile manifests,
 // and pack's own refusals. The real-model case packs a make-test-model GGUF built from
 // $GANTRY_REFERENCE_DIR/tokenizers/qwen3 (the test fails without it).
-#include "worker/bundle/bundle.h"
+#include "formats/bundle/bundle.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,11 +14,11 @@
 #include "common/json.h"
 #include "common/sha256.h"
 #include "common/status.h"
+#include "formats/bundle/bundle_manifest.h"
+#include "formats/bundle/bundle_pack.h"
+#include "formats/bundle/bundle_test_support.h"
+#include "formats/testmodel/test_model.h"
 #include "gtest/gtest.h"
-#include "worker/bundle/bundle_manifest.h"
-#include "worker/bundle/bundle_pack.h"
-#include "worker/bundle/bundle_test_support.h"
-#include "worker/testmodel/test_model.h"
 
 namespace gantry::bundle {
 namespace {

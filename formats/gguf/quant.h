@@ -26,15 +26,15 @@
 //       value 128h + 96 + l: L[l + 32] >> 4 | (H[l] >> 6 & 3) << 4
 //     q = code - 32 (-32..31);                                       x = d*scales[g] * q
 // Thread-safety: pure functions.
-#ifndef GANTRY_WORKER_GGUF_QUANT_H_
-#define GANTRY_WORKER_GGUF_QUANT_H_
+#ifndef GANTRY_FORMATS_GGUF_QUANT_H_
+#define GANTRY_FORMATS_GGUF_QUANT_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 
 namespace gantry::gguf {
 
@@ -77,4 +77,4 @@ void UnpackKQuantBlock(const uint8_t* block, TensorType type, KQuantBlock* out);
 
 }  // namespace gantry::gguf
 
-#endif  // GANTRY_WORKER_GGUF_QUANT_H_
+#endif  // GANTRY_FORMATS_GGUF_QUANT_H_

@@ -1,4 +1,4 @@
-#include "worker/bundle/bundle_test_support.h"
+#include "formats/bundle/bundle_test_support.h"
 
 #include <stdlib.h>
 
@@ -7,9 +7,9 @@
 #include <sstream>
 #include <vector>
 
+#include "formats/bundle/bundle_manifest.h"
+#include "formats/gguf/gguf.h"
 #include "gtest/gtest.h"
-#include "worker/bundle/bundle_manifest.h"
-#include "worker/gguf/gguf.h"
 
 namespace gantry::bundle {
 

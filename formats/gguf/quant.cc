@@ -1,4 +1,4 @@
-#include "worker/gguf/quant.h"
+#include "formats/gguf/quant.h"
 
 #include <algorithm>
 #include <cmath>

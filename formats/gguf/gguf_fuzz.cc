@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "worker/gguf/gguf.h"
-#include "worker/gguf/quant.h"
+#include "formats/gguf/gguf.h"
+#include "formats/gguf/quant.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = gantry::gguf::GgufFile::FromBytes(

@@ -9,8 +9,8 @@
 // The identity is the lowercase hex SHA-256 of those bytes.
 //
 // Thread-safety: all functions are pure.
-#ifndef GANTRY_WORKER_BUNDLE_BUNDLE_MANIFEST_H_
-#define GANTRY_WORKER_BUNDLE_BUNDLE_MANIFEST_H_
+#ifndef GANTRY_FORMATS_BUNDLE_BUNDLE_MANIFEST_H_
+#define GANTRY_FORMATS_BUNDLE_BUNDLE_MANIFEST_H_
 
 #include <cstdint>
 #include <string>
@@ -100,4 +100,4 @@ std::string SerializeManifest(const Manifest& manifest);
 
 }  // namespace gantry::bundle
 
-#endif  // GANTRY_WORKER_BUNDLE_BUNDLE_MANIFEST_H_
+#endif  // GANTRY_FORMATS_BUNDLE_BUNDLE_MANIFEST_H_

@@ -4,8 +4,8 @@
 //
 // Thread-safety: a Bundle is immutable after LoadAndVerify(); LoadAndVerify() itself may
 // run concurrently for different (or the same) directories.
-#ifndef GANTRY_WORKER_BUNDLE_BUNDLE_H_
-#define GANTRY_WORKER_BUNDLE_BUNDLE_H_
+#ifndef GANTRY_FORMATS_BUNDLE_BUNDLE_H_
+#define GANTRY_FORMATS_BUNDLE_BUNDLE_H_
 
 #include <cstdint>
 #include <functional>
@@ -14,8 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "gantry/v1/bundle.pb.h"
-#include "worker/gguf/gguf.h"
-#include "worker/bundle/bundle_manifest.h"
+#include "formats/gguf/gguf.h"
+#include "formats/bundle/bundle_manifest.h"
 
 namespace gantry::bundle {
 
@@ -68,4 +68,4 @@ absl::StatusOr<std::unique_ptr<gguf::GgufFile>> OpenGguf(const std::string& path
 
 }  // namespace gantry::bundle
 
-#endif  // GANTRY_WORKER_BUNDLE_BUNDLE_H_
+#endif  // GANTRY_FORMATS_BUNDLE_BUNDLE_H_

@@ -1,4 +1,4 @@
-#include "worker/bundle/bundle_commands.h"
+#include "formats/bundle/bundle_commands.h"
 
 #include <unistd.h>
 
@@ -10,9 +10,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json.h"
-#include "worker/bundle/bundle.h"
-#include "worker/bundle/bundle_pack.h"
-#include "worker/testmodel/test_model.h"
+#include "formats/bundle/bundle.h"
+#include "formats/bundle/bundle_pack.h"
+#include "formats/testmodel/test_model.h"
 
 namespace gantry::bundle {
 namespace {
@@ -247,7 +247,7 @@ int RunBundle(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const cli::Subcommand kBundleCommand = {
+const Subcommand kBundleCommand = {
     "bundle", "pack and verify model bundles; make deterministic test models", kUsage,
     &RunBundle};
 

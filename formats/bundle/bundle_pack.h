@@ -4,15 +4,15 @@
 //
 // Thread-safety: PackBundle is a pure function of its options and the files it reads;
 // two calls must not write the same output directory.
-#ifndef GANTRY_WORKER_BUNDLE_BUNDLE_PACK_H_
-#define GANTRY_WORKER_BUNDLE_BUNDLE_PACK_H_
+#ifndef GANTRY_FORMATS_BUNDLE_BUNDLE_PACK_H_
+#define GANTRY_FORMATS_BUNDLE_BUNDLE_PACK_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "worker/bundle/bundle.h"
-#include "worker/bundle/bundle_manifest.h"
+#include "formats/bundle/bundle.h"
+#include "formats/bundle/bundle_manifest.h"
 
 namespace gantry::bundle {
 
@@ -42,4 +42,4 @@ absl::StatusOr<Manifest> PackBundle(const PackOptions& options, const HashProgre
 
 }  // namespace gantry::bundle
 
-#endif  // GANTRY_WORKER_BUNDLE_BUNDLE_PACK_H_
+#endif  // GANTRY_FORMATS_BUNDLE_BUNDLE_PACK_H_

@@ -1,4 +1,4 @@
-#include "worker/testmodel/test_model.h"
+#include "formats/testmodel/test_model.h"
 
 #include <cmath>
 #include <fstream>
@@ -11,7 +11,7 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "common/status.h"
-#include "worker/gguf/quant.h"
+#include "formats/gguf/quant.h"
 
 namespace gantry::testmodel {
 namespace {

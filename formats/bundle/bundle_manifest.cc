@@ -1,4 +1,4 @@
-#include "worker/bundle/bundle_manifest.h"
+#include "formats/bundle/bundle_manifest.h"
 
 #include <set>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "worker/gguf/gguf.h"
+#include "formats/gguf/gguf.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
