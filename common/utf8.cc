@@ -34,6 +34,22 @@ size_t Utf8SequenceLength(absl::string_view s, size_t i, uint32_t* code_point) {
   return n;
 }
 
+std::string SanitizeUtf8(absl::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    size_t n = Utf8SequenceLength(bytes, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(bytes.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 bool IsValidUtf8(absl::string_view s) {
   for (size_t i = 0; i < s.size();) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {

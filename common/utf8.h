@@ -21,6 +21,11 @@ size_t Utf8SequenceLength(absl::string_view s, size_t i, uint32_t* code_point = 
 
 bool IsValidUtf8(absl::string_view s);
 
+// `bytes` as valid UTF-8: each byte that does not start a valid sequence becomes U+FFFD
+// (bytes from outside, such as tool output or a model's raw text, on their way into
+// JSON or a prompt).
+std::string SanitizeUtf8(absl::string_view bytes);
+
 // Appends the UTF-8 encoding of `code_point`. Precondition: a Unicode scalar value.
 void AppendUtf8(uint32_t code_point, std::string* out);
 

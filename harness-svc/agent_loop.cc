@@ -25,23 +25,6 @@ int64_t NowMs() {
 Value Str(absl::string_view s) { return Value::String(std::string(s)); }
 Value Int(int64_t i) { return Value::Int(i); }
 
-// Invalid UTF-8 bytes become U+FFFD (tool output is bytes; JSON and the model want text).
-std::string SanitizeUtf8(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.data() + i, n);
-      i += n;
-    }
-  }
-  return out;
-}
-
 // Text that is safe to put in JSON: invalid UTF-8 replaced, at most `max` bytes.
 std::string Clip(absl::string_view bytes, size_t max) {
   std::string text = SanitizeUtf8(bytes.substr(0, max));

@@ -53,23 +53,6 @@ size_t IncompleteUtf8Tail(absl::string_view text) {
   return 0;
 }
 
-// Valid UTF-8 of `bytes`, each invalid byte replaced by U+FFFD.
-std::string SanitizeUtf8(absl::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (size_t i = 0; i < bytes.size();) {
-    size_t n = Utf8SequenceLength(bytes, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(bytes.data() + i, n);
-      i += n;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 ToolCallParser::ToolCallParser(ToolProtocol protocol, const ParserOptions& options,
