@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/error_codes.h"
-#include "common/log.h"
 #include "common/utf8.h"
 
 namespace gantry::json {

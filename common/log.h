@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/string_view.h"
+#include "common/utf8.h"
 
 namespace gantry {
 
@@ -34,13 +35,7 @@ std::string FormatLogLineForTest(LogLevel level, absl::string_view event,
                                  std::initializer_list<LogField> fields,
                                  int64_t unix_micros);
 
-// Appends `text` to `out` as a JSON string literal (with quotes): the one JSON string
-// escaper (json::AppendQuoted is this). `"`, `\` and the control characters are escaped
-// (\b \f \n \r \t by name, the rest as \u00XX); bytes that are not valid UTF-8 become
-// U+FFFD, so the output is always valid JSON. With `ensure_ascii`, every non-ASCII
-// character is written as \uXXXX (a surrogate pair above U+FFFF), as Python's
-// json.dumps does by default.
-void AppendJsonString(absl::string_view text, std::string* out, bool ensure_ascii = false);
+// AppendJsonString, which log lines are made with, is in common/utf8.h.
 
 }  // namespace gantry
 

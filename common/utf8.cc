@@ -1,5 +1,7 @@
 #include "common/utf8.h"
 
+#include "absl/strings/str_format.h"
+
 namespace gantry {
 
 size_t Utf8SequenceLength(absl::string_view s, size_t i, uint32_t* code_point) {
@@ -79,6 +81,61 @@ void AppendUtf8(uint32_t cp, std::string* out) {
     out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
     out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   }
+}
+
+void AppendJsonString(absl::string_view text, std::string* out, bool ensure_ascii) {
+  out->push_back('"');
+  for (size_t i = 0; i < text.size();) {
+    // A run of bytes that are written as they are, at once.
+    size_t run = i;
+    while (run < text.size()) {
+      unsigned char b = text[run];
+      if (b < 0x20 || b == '"' || b == '\\' || b >= 0x80) break;
+      ++run;
+    }
+    if (run > i) {
+      out->append(text.data() + i, run - i);
+      i = run;
+      if (i == text.size()) break;
+    }
+    unsigned char c = text[i];
+    if (c >= 0x80) {
+      uint32_t cp = 0;
+      size_t n = Utf8SequenceLength(text, i, &cp);
+      if (n == 0) {  // not UTF-8: keep the output valid
+        out->append(ensure_ascii ? "\\ufffd" : "\xEF\xBF\xBD");
+        ++i;
+        continue;
+      }
+      if (!ensure_ascii) {
+        out->append(text.data() + i, n);
+      } else if (cp < 0x10000) {
+        out->append(absl::StrFormat("\\u%04x", cp));
+      } else {
+        uint32_t v = cp - 0x10000;
+        out->append(absl::StrFormat("\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)));
+      }
+      i += n;
+      continue;
+    }
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      case '\b': out->append("\\b"); break;
+      case '\f': out->append("\\f"); break;
+      default:
+        if (c < 0x20) {
+          out->append(absl::StrFormat("\\u%04x", c));
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+    ++i;
+  }
+  out->push_back('"');
 }
 
 }  // namespace gantry

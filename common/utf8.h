@@ -26,6 +26,14 @@ bool IsValidUtf8(absl::string_view s);
 // JSON or a prompt).
 std::string SanitizeUtf8(absl::string_view bytes);
 
+// Appends `text` to `out` as a JSON string literal (with quotes): the one JSON string
+// escaper (json::AppendQuoted is this). `"`, `\` and the control characters are escaped
+// (\b \f \n \r \t by name, the rest as \u00XX); bytes that are not valid UTF-8 become
+// U+FFFD, so the output is always valid JSON. With `ensure_ascii`, every non-ASCII
+// character is written as \uXXXX (a surrogate pair above U+FFFF), as Python's
+// json.dumps does by default.
+void AppendJsonString(absl::string_view text, std::string* out, bool ensure_ascii = false);
+
 // Appends the UTF-8 encoding of `code_point`. Precondition: a Unicode scalar value.
 void AppendUtf8(uint32_t code_point, std::string* out);
 
