@@ -486,27 +486,17 @@ std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {
 bool WorkspaceRunsPrograms(const IsolationSpec& spec) {
   if (!spec.only_programs) return true;
   const std::string prefix = absl::StrCat(kSandboxWorkspace, "/");
-  int ws = -1;
-  bool found = false;
   for (const auto& program : spec.programs) {
-    if (found || !absl::StartsWith(program, prefix)) continue;
-    if (ws < 0) ws = open(spec.workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ws < 0) break;
+    if (!absl::StartsWith(program, prefix)) continue;
     // A regular file beneath the workspace, no link leading out of it: a path that
     // names nothing (absent, or a link to the loader) does not make the workspace exec.
-    open_how how;
-    memset(&how, 0, sizeof(how));
-    how.flags = O_PATH | O_CLOEXEC;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    const std::string relative = program.substr(prefix.size());
-    int fd = static_cast<int>(syscall(SYS_openat2, ws, relative.c_str(), &how, sizeof(how)));
-    if (fd < 0) continue;
-    struct stat st;
-    found = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    close(fd);
+    int fd = OpenWorkspaceFile(spec.workspace, program.substr(prefix.size()));
+    if (fd >= 0) {
+      close(fd);
+      return true;
+    }
   }
-  if (ws >= 0) close(ws);
-  return found;
+  return false;
 }
 
 PrivilegeDrop ChoosePrivilegeDrop(const std::string& workspace, uid_t fallback_uid,

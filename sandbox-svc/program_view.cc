@@ -97,17 +97,9 @@ class Planner {
 
   // A program in the workspace: only what it asks of the host (above).
   void AddWorkspaceProgram(const std::string& workspace, const std::string& relative) {
-    int ws = open(workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ws < 0) return;
-    open_how how;
-    memset(&how, 0, sizeof(how));
-    how.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    int fd = static_cast<int>(syscall(SYS_openat2, ws, relative.c_str(), &how, sizeof(how)));
-    close(ws);
+    int fd = OpenWorkspaceFile(workspace, relative);
     if (fd < 0) return;
-    struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) AddDependencies(fd, "", /*own_search=*/false);
+    AddDependencies(fd, "", /*own_search=*/false);
     close(fd);
   }
 
@@ -328,6 +320,23 @@ bool StatAll(const std::vector<std::string>& paths, std::vector<struct stat>* ou
 }
 
 }  // namespace
+
+int OpenWorkspaceFile(const std::string& workspace, const std::string& relative) {
+  int ws = open(workspace.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (ws < 0) return -1;
+  open_how how;
+  memset(&how, 0, sizeof(how));
+  how.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  int fd = static_cast<int>(syscall(SYS_openat2, ws, relative.c_str(), &how, sizeof(how)));
+  close(ws);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
 
 ProgramView PlanProgramView(const std::vector<std::string>& programs, const std::string& workspace) {
   constexpr absl::string_view kWorkspace = "/workspace/";

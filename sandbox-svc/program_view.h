@@ -55,6 +55,11 @@ struct ProgramView {
 ProgramView PlanProgramView(const std::vector<std::string>& programs,
                             const std::string& workspace = "");
 
+// The regular file at `relative` beneath the host directory `workspace`, opened
+// read-only without following a link that leaves it (openat2 RESOLVE_BENEATH); -1 when
+// there is none. The caller closes it.
+int OpenWorkspaceFile(const std::string& workspace, const std::string& relative);
+
 }  // namespace gantry::sandbox
 
 #endif  // GANTRY_SANDBOX_SVC_PROGRAM_VIEW_H_
