@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "sandbox-svc/executable_resolver.h"
+#include "sandbox-svc/read_scope.h"
 
 namespace gantry::sandbox {
 
@@ -67,6 +68,11 @@ class CommandRuleSet {
   virtual std::string Check(const std::string& exe, const std::vector<std::string>& global_flags,
                             const std::vector<std::string>& args, absl::string_view cwd,
                             const ExecutableResolver& resolver, std::string* rule_id) const = 0;
+  // Appends to `scope` what bounds the workspace reads of the resolved executable `exe`
+  // (read_scope.h): per grant that names it, the operand globs of all its rules as one
+  // list (any of its rules may allow an argv); a grant with a rule that has no operand
+  // globs bounds nothing, and adds no list.
+  virtual void AppendReadScope(const std::string& exe, ReadScope* scope) const = 0;
 };
 
 struct CommandDecision {

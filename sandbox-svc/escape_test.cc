@@ -857,5 +857,67 @@ TEST_F(EscapeTest, AsyncReadsAndCodeFromWritablePlaces) {
   EXPECT_EQ(t.successes(), 0);
 }
 
+// Found by the fourth red team: operand globs check the words of a command line, and a
+// granted program then opened what its own language named (sed '1r FILE', awk's
+// getline, dd if=, python3 -c and perl -e from a working directory inside the glob, a
+// link inside the glob). Now the globs are also the kernel's rule: the sandbox's init
+// gives Landlock exactly the workspace entries they match, for every program of the call.
+TEST_F(EscapeTest, FourthRedTeamReadsPastTheOperandGlobs) {
+  EscapeTally t("reads past the operand globs (Landlock)");
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat("printf 'TOPSECRET\\n' > secret.txt && mkdir -p out && "
+                                       "ln -s ../secret.txt src/link && chown -R ", kUid, ":",
+                                       kUid, " .")));
+  const char* kInSrc = "operands: {globs: [\"/workspace/src/**\"]}";
+  std::vector<std::string> rules;
+  for (const char* exe : {"/usr/bin/sed", "/usr/bin/awk", "/usr/bin/dd", "/usr/bin/python3",
+                          "/usr/bin/perl", "/usr/bin/cat"}) {
+    rules.push_back(absl::StrCat("{executable: ", exe, ", ", kInSrc, "}"));
+  }
+  const std::string policy = ToolsPolicy({"/usr/bin/env"}, rules);
+  auto run = [&](std::vector<std::string> argv, const std::string& cwd) {
+    auto snapshot = policy::LoadPolicyText(policy, "escape.yaml");
+    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+    SandboxOptions options;
+    options.policy = [s = *snapshot] { return s; };
+    v1::ToolCall call = ExecCall(ws_, argv);
+    call.mutable_exec()->set_cwd(cwd);
+    call.mutable_grant()->set_exec_rules("tools");
+    call.mutable_grant()->add_write_paths("out/**");
+    call.mutable_limits()->set_wall_ms(10000);
+    return Sandbox(options).Run(call);
+  };
+  auto leaked = [](const v1::ToolResult& r) {
+    return absl::StrContains(r.stdout(), "TOPSECRET") || absl::StrContains(r.stderr(), "TOPSECRET");
+  };
+  const std::pair<std::vector<std::string>, const char*> kAttempts[] = {
+      {{"sed", "1r /workspace/secret.txt", "/workspace/src/main.c"}, "src"},
+      {{"awk", "BEGIN{while((getline l < \"/workspace/secret.txt\")>0) print l}"}, "src"},
+      {{"dd", "if=/workspace/secret.txt", "status=none"}, "src"},
+      {{"python3", "-c", "print(open('/workspace/secret.txt').read())"}, "src"},
+      {{"perl", "-e", "open(F,'<','/workspace/secret.txt');print <F>"}, "src"},
+      {{"python3", "-c", "print(open('/workspace/src/link').read())"}, "src"},
+      {{"env", "python3", "-c", "print(open('../secret.txt').read())"}, "src"},
+      {{"python3", "-c", "import os;os.link('/workspace/secret.txt','/workspace/out/h')"}, "src"},
+  };
+  for (const auto& [argv, cwd] : kAttempts) {
+    v1::ToolResult r = run(argv, cwd);
+    t.Attempt(leaked(r), absl::StrCat(argv[0], " ", argv[1], " read secret.txt"));
+    EXPECT_FALSE(leaked(r)) << r.ShortDebugString();
+    // The rules allow each of these (they check words): the kernel is what refuses.
+    EXPECT_EQ(r.outcome(), v1::TOOL_RAN) << r.ShortDebugString();
+  }
+  EXPECT_FALSE(HostPathExists(ws_ + "/out/h"));
+  // What the globs match stays readable to the same programs, and the grant writable.
+  auto sed = run({"sed", "-n", "1p", "/workspace/src/main.c"}, "src");
+  EXPECT_EQ(sed.stdout(), "int main;\n") << sed.ShortDebugString();
+  auto py = run({"python3", "-c",
+                 "print(open('main.c').read().strip(), sorted(__import__('os').listdir('.')));"
+                 "open('/workspace/out/w','w').write('x')"},
+                "src");
+  EXPECT_EQ(py.stdout(), "int main; ['link', 'main.c']\n") << py.ShortDebugString();
+  EXPECT_TRUE(HostPathExists(ws_ + "/out/w"));
+  EXPECT_EQ(t.successes(), 0);
+}
+
 }  // namespace
 }  // namespace gantry::sandbox

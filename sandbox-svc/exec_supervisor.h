@@ -31,7 +31,7 @@
 //      a file renamed into place by a writer outside the call).
 // A path that does not resolve is answered with the errno the kernel would give
 // (ENOENT, ENOTDIR, ELOOP), without a decision: execvp's PATH search works as usual.
-// Execs the sandbox makes before the command (bwrap, prlimit) are matched against the
+// Execs the sandbox makes before the command (bwrap, the init) are matched against the
 // exact TrustedExec list the service built, in order, and nothing else is trusted.
 //
 // What the design assumes (docs/sandbox.md has the threat model): the supervisor reads

@@ -35,6 +35,7 @@
 #include "common/clock.h"
 #include "common/error_codes.h"
 #include "common/status.h"
+#include "sandbox-svc/init_image.h"
 #include "sandbox-svc/seccomp_filter.h"
 
 namespace gantry::sandbox {
@@ -42,7 +43,7 @@ namespace {
 
 constexpr int kChildSeccompFd = 3;
 constexpr int kChildStatusFd = 4;
-constexpr char kPrlimit[] = "/usr/bin/prlimit";
+constexpr int kChildInitFd = 5;  // the init's bytes, for bwrap --ro-bind-data
 constexpr size_t kMaxWritable = 32;
 
 // Closes a descriptor once, on scope exit.
@@ -72,7 +73,7 @@ std::string JoinPath(const std::string& a, const std::string& b) {
 struct ChildPlan {
   std::vector<char*> argv;
   std::vector<char*> envp;
-  int stdin_fd, stdout_fd, stderr_fd, seccomp_fd, status_fd;
+  int stdin_fd, stdout_fd, stderr_fd, seccomp_fd, status_fd, init_fd;
   PrivilegeDrop drop;
   int netns_fd;  // a fresh network namespace to join, or -1
   const char* workspace;
@@ -204,16 +205,17 @@ void BuildView(const ChildPlan& p) {
 [[noreturn]] void RunChild(const ChildPlan& p) {
   setpgid(0, 0);
   int in = MoveHigh(p.stdin_fd), out = MoveHigh(p.stdout_fd), err = MoveHigh(p.stderr_fd);
-  int sec = MoveHigh(p.seccomp_fd), st = MoveHigh(p.status_fd);
+  int sec = MoveHigh(p.seccomp_fd), st = MoveHigh(p.status_fd), init = MoveHigh(p.init_fd);
   int notify = MoveHigh(p.notify_sock);
   // The namespace descriptor too: it may be 0-4, which the dup2s below overwrite.
   int netns = p.netns_fd >= 0 ? MoveHigh(p.netns_fd) : -1;
-  if (in < 0 || out < 0 || err < 0 || sec < 0 || st < 0 || notify < 0 ||
+  if (in < 0 || out < 0 || err < 0 || sec < 0 || st < 0 || init < 0 || notify < 0 ||
       (p.netns_fd >= 0 && netns < 0)) {
     ChildFail("dup");
   }
   if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
-      dup2(sec, kChildSeccompFd) < 0 || dup2(st, kChildStatusFd) < 0) {
+      dup2(sec, kChildSeccompFd) < 0 || dup2(st, kChildStatusFd) < 0 ||
+      dup2(init, kChildInitFd) < 0) {
     ChildFail("dup2");
   }
   if (p.drop.as_root) {
@@ -265,7 +267,7 @@ void BuildView(const ChildPlan& p) {
     close(listener);
   }
   close(notify);
-  syscall(SYS_close_range, 5u, ~0u, 0u);
+  syscall(SYS_close_range, static_cast<unsigned>(kChildInitFd) + 1, ~0u, 0u);
   execve(p.bwrap, p.argv.data(), p.envp.data());
   ChildFail("exec bwrap");
 }
@@ -367,6 +369,35 @@ class NetnsPool {
   bool started_ = false;
 };
 
+// A fresh read-only descriptor (offset 0) of the init's bytes: one sealed memfd per
+// process, reopened for each call (bwrap reads it to its end).
+absl::StatusOr<int> OpenInitImage() {
+  static const int image = [] {
+    int fd = memfd_create("gantry-sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    const std::string_view bytes = SandboxInitImage();
+    for (size_t off = 0; off < bytes.size();) {
+      ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
+      if (n <= 0) {
+        close(fd);
+        return -1;
+      }
+      off += static_cast<size_t>(n);
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }();
+  if (image < 0) return ReasonError("internal", "cannot hold the sandbox init in a memfd");
+  char path[64];
+  Digits("/proc/self/fd/", image, path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ReasonError("internal", absl::StrCat("reopen the sandbox init: ", strerror(errno)));
+  return fd;
+}
+
 }  // namespace
 
 std::string BwrapPath() {
@@ -402,7 +433,7 @@ const SystemLayout& HostSystemLayout() {
 
 std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemLayout& layout,
                                         const ProgramView& view, bool staged, bool own_netns,
-                                        int seccomp_fd, int status_fd) {
+                                        int seccomp_fd, int status_fd, int init_fd) {
   std::vector<std::string> a = {"bwrap", "--unshare-user", "--unshare-pid"};
   if (!own_netns) a.push_back("--unshare-net");
   a.insert(a.end(), {"--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--uid", "1000", "--gid",
@@ -433,6 +464,8 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   // there (/dev/shm/x) could be mapped executable and fill memory (found by a red team).
   // Device nodes stay writable (/dev/null); POSIX shared memory (/dev/shm) is not there.
   a.insert(a.end(), {"--dev", "/dev", "--remount-ro", "/dev"});
+  // The init, from the service's memory: read-only, like everything but the grants.
+  a.insert(a.end(), {"--perms", "0555", "--ro-bind-data", std::to_string(init_fd), kSandboxInit});
   if (staged) {
     a.insert(a.end(), {"--bind", kStageTmp, "/tmp"});
   } else {
@@ -456,7 +489,7 @@ std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemL
   for (const auto& [k, v] : spec.env) a.insert(a.end(), {"--setenv", k, v});
   a.insert(a.end(), {"--seccomp", std::to_string(seccomp_fd), "--json-status-fd",
                      std::to_string(status_fd), "--"});
-  std::vector<std::string> command = PrlimitArgv(spec);
+  std::vector<std::string> command = InitArgv(spec, layout);
   a.insert(a.end(), command.begin(), command.end());
   return a;
 }
@@ -470,15 +503,29 @@ void AppendProgramView(const ProgramView& view, std::vector<std::string>* a) {
   a->insert(a->end(), {"--remount-ro", "/usr"});
 }
 
-std::vector<std::string> PrlimitArgv(const IsolationSpec& spec) {
-  std::vector<std::string> a = {kPrlimit,
+std::vector<std::string> InitArgv(const IsolationSpec& spec, const SystemLayout& layout) {
+  std::vector<std::string> a = {kSandboxInit,
                                 absl::StrCat("--cpu=", spec.limits.cpu_seconds),
                                 absl::StrCat("--as=", spec.limits.address_space_bytes),
                                 absl::StrCat("--nproc=", spec.limits.max_processes),
                                 absl::StrCat("--fsize=", spec.limits.max_file_bytes),
                                 absl::StrCat("--nofile=", spec.limits.max_open_files),
                                 // No core files (a crash would write one into a grant).
-                                "--core=0", "--"};
+                                "--core=0", "--exec-tree", "/usr"};
+  for (const auto& dir : layout.dirs) a.insert(a.end(), {"--exec-tree", dir});
+  a.insert(a.end(), {"--read-tree", "/etc", "--device-tree", "/dev", "--write-tree", "/tmp"});
+  for (const auto& rel : spec.writable) {
+    a.insert(a.end(), {"--write-tree", JoinPath(kSandboxWorkspace, rel)});
+  }
+  a.insert(a.end(), {"--workspace", kSandboxWorkspace});
+  if (WorkspaceRunsPrograms(spec)) a.push_back("--workspace-exec");
+  for (const auto& any_of : spec.read_scope.all_of) {
+    a.insert(a.end(), {"--read-one-of", std::to_string(any_of.size())});
+    a.insert(a.end(), any_of.begin(), any_of.end());
+  }
+  // Confined reads need the kernel's Landlock; without globs it is defence in depth.
+  a.push_back(spec.read_scope.unconstrained() ? "--landlock=best-effort" : "--landlock=required");
+  a.push_back("--");
   a.insert(a.end(), spec.argv.begin(), spec.argv.end());
   return a;
 }
@@ -528,6 +575,8 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   }
   GANTRY_ASSIGN_OR_RETURN(int sec_raw, SeccompProgramFd());
   Fd sec(sec_raw);
+  GANTRY_ASSIGN_OR_RETURN(int init_raw, OpenInitImage());
+  Fd init(init_raw);
   GANTRY_ASSIGN_OR_RETURN(std::string notify_program, ExecNotifyProgram());
   int socks[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks) != 0) {
@@ -553,12 +602,11 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   Fd netns(drop.as_root ? NetnsPool::Get().Take() : -1);
   ProgramView view;
   if (spec.only_programs) {
-    std::vector<std::string> programs = spec.programs;
-    programs.push_back(kPrlimit);  // the set-up's own, before the command
-    view = PlanProgramView(programs, spec.workspace);
+    view = PlanProgramView(spec.programs, spec.workspace);
   }
   std::vector<std::string> args = BuildBwrapArgv(spec, HostSystemLayout(), view, drop.as_root,
-                                                 netns.get() >= 0, kChildSeccompFd, kChildStatusFd);
+                                                 netns.get() >= 0, kChildSeccompFd, kChildStatusFd,
+                                                 kChildInitFd);
   const std::string bwrap = BwrapPath();
   ChildPlan plan;
   for (auto& s : args) plan.argv.push_back(s.data());
@@ -569,6 +617,7 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   plan.stderr_fd = err_w.get();
   plan.seccomp_fd = sec.get();
   plan.status_fd = st_w.get();
+  plan.init_fd = init.get();
   plan.drop = drop;
   plan.netns_fd = netns.get();
   plan.workspace = spec.workspace.c_str();
@@ -601,6 +650,7 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   if (pid < 0) return ReasonError("internal", absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) RunChild(plan);
   out_w.Reset();
+  init.Reset();
   err_w.Reset();
   st_w.Reset();
   notify_w.Reset();
@@ -608,7 +658,7 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   // The child's set-up takes a few milliseconds; it sends the listener just before it
   // execs bwrap, and bwrap's exec waits for the supervisor. No listener: the child
   // failed and reports why on stderr.
-  std::vector<TrustedExec> trusted = {{bwrap, args}, {kPrlimit, PrlimitArgv(spec)}};
+  std::vector<TrustedExec> trusted = {{bwrap, args}, {kSandboxInit, InitArgv(spec, HostSystemLayout())}};
   ExecSupervisor supervisor(spec.supervise_exec ? ReceiveFd(notify_r.get(), 10000) : -1,
                             std::move(trusted),
                             spec.decide_exec ? spec.decide_exec : [](const ExecRequest&) {

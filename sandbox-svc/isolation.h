@@ -13,9 +13,12 @@
 //     granted paths read-write, die-with-parent, a new session, the seccomp filter.
 //     Before bwrap it installs the exec supervisor's seccomp filter and hands the
 //     listener to the service (exec_supervisor.h): every exec in the sandbox after
-//     bwrap's and prlimit's own is decided by IsolationSpec::decide_exec.
-//  3. prlimit(1) inside the sandbox sets RLIMIT_CPU, _AS, _NPROC, _FSIZE, _NOFILE and
-//     execs the command (rlimits set outside would count the host user's processes).
+//     bwrap's and the init's own is decided by IsolationSpec::decide_exec.
+//  3. The sandbox's init (sandbox_init_main.cc, embedded: init_image.h) inside the
+//     sandbox restricts itself with a Landlock ruleset (the workspace readable only as
+//     IsolationSpec::read_scope allows: read_scope.h), sets RLIMIT_CPU, _AS, _NPROC,
+//     _FSIZE, _NOFILE, _CORE (set outside they would count the host user's processes)
+//     and execs the command.
 //  4. Outside: a wall-clock deadline that SIGKILLs bwrap, whose sandbox init then dies
 //     by its parent-death signal, taking the whole pid namespace with it; stdout and
 //     stderr read up to their caps (then the pipe is closed: the writer gets SIGPIPE);
@@ -35,11 +38,14 @@
 #include "absl/status/statusor.h"
 #include "sandbox-svc/exec_supervisor.h"
 #include "sandbox-svc/program_view.h"
+#include "sandbox-svc/read_scope.h"
 
 namespace gantry::sandbox {
 
 // Where the workspace appears inside every sandbox.
 inline constexpr char kSandboxWorkspace[] = "/workspace";
+// Where the init (init_image.h) appears inside every sandbox: the set-up's last exec.
+inline constexpr char kSandboxInit[] = "/gantry-sandbox-init";
 // PATH inside every sandbox; command resolution uses the same list.
 inline constexpr char kSandboxPath[] = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 
@@ -67,6 +73,10 @@ struct IsolationSpec {
   std::vector<std::string> writable;
   // argv[0] is an absolute path as seen inside the sandbox.
   std::vector<std::string> argv;
+  // Which workspace files the command's programs may open to read (read_scope.h), made
+  // the kernel's rule by Landlock: unconstrained (the default) is the whole workspace.
+  // A constrained scope needs Landlock: without it the call fails (set-up exit 125).
+  ReadScope read_scope;
   // Working directory relative to the workspace ("" = its root).
   std::string cwd;
   // Environment of the command (it starts empty apart from PATH, HOME=/tmp, LANG=C.UTF-8).
@@ -131,17 +141,19 @@ inline constexpr char kStageUsr[] = "/tmp/u";
 // read-only into it, then remounted read-only. Pure.
 void AppendProgramView(const ProgramView& view, std::vector<std::string>* argv);
 
-// The command line bwrap runs: prlimit(1) with the call's limits, then spec.argv. Pure.
-std::vector<std::string> PrlimitArgv(const IsolationSpec& spec);
+// The command line bwrap runs: the init with the call's limits, its Landlock rules and
+// read scope, then spec.argv. Pure but for WorkspaceRunsPrograms.
+std::vector<std::string> InitArgv(const IsolationSpec& spec, const SystemLayout& layout);
 
 // The bwrap argument vector for `spec` (argv[0] "bwrap"). Pure.
 // `view`: the program view of spec.programs when spec.only_programs (else unused).
 // `staged`: the stage paths above exist (root mode; the view is then at kStageUsr).
 // `own_netns`: the child already joined a fresh network namespace (then bwrap need not
-// make one). `seccomp_fd` and `status_fd` are the descriptor numbers bwrap will find open.
+// make one). `seccomp_fd`, `status_fd` and `init_fd` (the init's bytes) are the
+// descriptor numbers bwrap will find open.
 std::vector<std::string> BuildBwrapArgv(const IsolationSpec& spec, const SystemLayout& layout,
                                         const ProgramView& view, bool staged, bool own_netns,
-                                        int seccomp_fd, int status_fd);
+                                        int seccomp_fd, int status_fd, int init_fd);
 
 struct RunOutcome {
   bool timed_out = false;

@@ -38,7 +38,7 @@ TEST(BwrapArgvTest, HasEveryLayer) {
   spec.cwd = "src";
   spec.env = {{"FOO", "bar"}};
   SystemLayout layout{{{"/bin", "usr/bin"}}, {"/lib64"}, {"/etc/ld.so.cache"}};
-  auto a = BuildBwrapArgv(spec, layout, {}, true, false, 3, 4);
+  auto a = BuildBwrapArgv(spec, layout, {}, true, false, 3, 4, 5);
   for (const char* flag : {"--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                            "--unshare-uts", "--disable-userns", "--die-with-parent",
                            "--new-session", "--clearenv"}) {
@@ -56,11 +56,15 @@ TEST(BwrapArgvTest, HasEveryLayer) {
   EXPECT_TRUE(Has(a, {"--remount-ro", "/"}));
   EXPECT_TRUE(Has(a, {"--chdir", "/workspace/src"}));
   EXPECT_TRUE(Has(a, {"--setenv", "FOO", "bar"}));
-  EXPECT_TRUE(Has(a, {"--seccomp", "3", "--json-status-fd", "4", "--", "/usr/bin/prlimit"}));
-  EXPECT_TRUE(Has(a, {"--", "/usr/bin/cat", "a"}));
+  // The init comes from descriptor 5, read-only, and runs first with the call's rules.
+  EXPECT_TRUE(Has(a, {"--perms", "0555", "--ro-bind-data", "5", kSandboxInit}));
+  EXPECT_TRUE(Has(a, {"--seccomp", "3", "--json-status-fd", "4", "--", kSandboxInit}));
+  EXPECT_TRUE(Has(a, {"--exec-tree", "/usr", "--exec-tree", "/lib64", "--read-tree", "/etc"}));
+  EXPECT_TRUE(Has(a, {"--write-tree", "/workspace/src", "--write-tree", "/workspace/out/x"}));
+  EXPECT_TRUE(Has(a, {"--landlock=best-effort", "--", "/usr/bin/cat", "a"}));
   EXPECT_EQ(a.back(), "a");
   // Without staging (not root): a sized tmpfs and the workspace by its path.
-  auto b = BuildBwrapArgv(spec, layout, {}, false, false, 3, 4);
+  auto b = BuildBwrapArgv(spec, layout, {}, false, false, 3, 4, 5);
   EXPECT_TRUE(Has(b, {"--tmpfs", "/tmp"}));
   EXPECT_TRUE(Has(b, {"--ro-bind", "/w", "/workspace"}));
   EXPECT_TRUE(Has(b, {"--bind", "/w/src", "/workspace/src"}));
@@ -72,18 +76,24 @@ TEST(BwrapArgvTest, HasEveryLayer) {
   view.links = {{"/usr/lib64", "lib/x86_64-linux-gnu"}};
   view.files = {"/usr/bin/cat"};
   view.trees = {"/usr/share/git-core"};
-  auto staged = BuildBwrapArgv(spec, layout, view, true, false, 3, 4);
+  auto staged = BuildBwrapArgv(spec, layout, view, true, false, 3, 4, 5);
   EXPECT_TRUE(Has(staged, {"--ro-bind", kStageUsr, "/usr"}));
   EXPECT_FALSE(Has(staged, {"--ro-bind", "/usr", "/usr"}));
-  auto unstaged = BuildBwrapArgv(spec, layout, view, false, false, 3, 4);
+  auto unstaged = BuildBwrapArgv(spec, layout, view, false, false, 3, 4, 5);
   EXPECT_TRUE(Has(unstaged, {"--tmpfs", "/usr", "--dir", "/usr/bin", "--symlink",
                              "lib/x86_64-linux-gnu", "/usr/lib64", "--ro-bind", "/usr/bin/cat",
                              "/usr/bin/cat", "--ro-bind", "/usr/share/git-core",
                              "/usr/share/git-core", "--remount-ro", "/usr"}));
   EXPECT_FALSE(Has(unstaged, {"--ro-bind", "/usr", "/usr"}));
   spec.only_programs = false;
+  // A read scope is passed list by list, and then Landlock is required.
+  spec.read_scope.all_of = {{"/workspace/src/**", "/workspace/a.txt"}, {"/workspace/**"}};
+  auto scoped = BuildBwrapArgv(spec, layout, {}, true, false, 3, 4, 5);
+  EXPECT_TRUE(Has(scoped, {"--read-one-of", "2", "/workspace/src/**", "/workspace/a.txt",
+                           "--read-one-of", "1", "/workspace/**", "--landlock=required", "--"}));
+  spec.read_scope = {};
   // With a namespace joined ahead of time, bwrap does not make another.
-  auto c = BuildBwrapArgv(spec, layout, {}, true, true, 3, 4);
+  auto c = BuildBwrapArgv(spec, layout, {}, true, true, 3, 4, 5);
   EXPECT_FALSE(Has(c, {"--unshare-net"}));
 }
 
@@ -202,11 +212,12 @@ TEST_F(SandboxToolsTest, TheProgramViewHoldsOnlyWhatTheProgramsNeed) {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : RunOutcome{};
   };
-  // The program directories hold the granted programs (and prlimit, the set-up's).
+  // The program directories hold the granted programs, nothing else (the init comes
+  // from memory, outside /usr).
   RunOutcome bin = run({"/usr/bin/ls", "-1", "/usr/bin"});
   EXPECT_EQ(bin.exit_code, 0) << bin.stderr_data;
   for (absl::string_view name : absl::StrSplit(bin.stdout_data, '\n', absl::SkipEmpty())) {
-    EXPECT_TRUE(name == "ls" || name == "prlimit" || absl::StartsWith(name, "python3")) << name;
+    EXPECT_TRUE(name == "ls" || absl::StartsWith(name, "python3")) << name;
   }
   // The libraries are the ones these programs load, not the host's hundreds.
   int host_libs = 0;

@@ -106,4 +106,21 @@ std::string PolicyCommandRules::Check(const std::string& exe,
   return "";
 }
 
+void PolicyCommandRules::AppendReadScope(const std::string& exe, ReadScope* scope) const {
+  if (principal_ == nullptr) return;
+  auto it = by_resolved_.find(exe);
+  if (it == by_resolved_.end()) return;
+  for (const std::string& path : it->second) {
+    for (const policy::CommandGrant& grant : principal_->commands.at(path).grants) {
+      std::vector<std::string> any_of;
+      bool bounded = !grant.rules.empty();
+      for (const policy::CommandRule& rule : grant.rules) {
+        bounded = bounded && !rule.operand_globs.empty();
+        any_of.insert(any_of.end(), rule.operand_globs.begin(), rule.operand_globs.end());
+      }
+      if (bounded) scope->all_of.push_back(std::move(any_of));
+    }
+  }
+}
+
 }  // namespace gantry::sandbox

@@ -58,6 +58,7 @@ class PolicyCommandRules : public CommandRuleSet {
   std::string Check(const std::string& exe, const std::vector<std::string>& global_flags,
                     const std::vector<std::string>& args, absl::string_view cwd,
                     const ExecutableResolver& resolver, std::string* rule_id) const override;
+  void AppendReadScope(const std::string& exe, ReadScope* scope) const override;
 
  private:
   std::shared_ptr<const policy::Snapshot> snapshot_;

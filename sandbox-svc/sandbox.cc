@@ -286,6 +286,10 @@ void RunExec(Call& c) {
       return;
     }
     argv = d.argv;
+    // What the operand globs allow of the workspace is also what the kernel lets every
+    // program of the call read (Landlock: read_scope.h): sed '1r FILE', awk's getline,
+    // python3 -c open(...) cannot reach past them.
+    for (const std::string& program : d.chain) rules->AppendReadScope(program, &spec.read_scope);
     // The same rules decide every exec inside, with the argv each process really passes.
     spec.decide_exec = [rules, resolver](const ExecRequest& x) {
       return ExecVerdictOf(DecideCommand(*rules, x.argv, x.cwd, resolver), x);
