@@ -48,7 +48,8 @@ bool IsLowerHex(absl::string_view s) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-void Walk(const std::string& dir, int depth, std::vector<std::string>* out) {
+void Walk(const std::string& dir, int depth, absl::string_view prefix, absl::string_view suffix,
+          bool nonempty, std::vector<std::string>* out) {
   if (depth > 8) return;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return;
@@ -59,9 +60,9 @@ void Walk(const std::string& dir, int depth, std::vector<std::string>* out) {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      Walk(path, depth + 1, out);
-    } else if (S_ISREG(st.st_mode) && absl::StartsWith(name, "checkpoint-") &&
-               absl::EndsWith(name, ".json")) {
+      Walk(path, depth + 1, prefix, suffix, nonempty, out);
+    } else if (S_ISREG(st.st_mode) && absl::StartsWith(name, prefix) &&
+               absl::EndsWith(name, suffix) && (!nonempty || st.st_size > 0)) {
       out->push_back(path);
     }
   }
@@ -222,7 +223,14 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, absl::string_
 
 std::vector<std::string> FindCheckpointFiles(const std::string& dir) {
   std::vector<std::string> out;
-  Walk(dir, 0, &out);
+  Walk(dir, 0, "checkpoint-", ".json", false, &out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> FindDeadLetterFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  Walk(dir, 0, "dead-", ".log", true, &out);
   std::sort(out.begin(), out.end());
   return out;
 }

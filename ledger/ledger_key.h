@@ -74,6 +74,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, absl::string_
 
 // The checkpoint files under `dir` (recursively), sorted.
 std::vector<std::string> FindCheckpointFiles(const std::string& dir);
+// The writers' non-empty dead-letter files (dead-<writer>.log: events the database
+// refused, ledger/writer.h) under `dir` (recursively), sorted.
+std::vector<std::string> FindDeadLetterFiles(const std::string& dir);
 
 }  // namespace gantry::ledger
 

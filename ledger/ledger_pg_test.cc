@@ -384,6 +384,80 @@ TEST_F(LedgerPgTest, AFailedSpoolWriteIsNeverAcknowledged) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 }
 
+// Found by a red team: the owner made the writer's INSERTs fail (a BEFORE INSERT
+// trigger raising, or REVOKE INSERT); every event went to the dead-letter file and was
+// counted durable, so clients got their answers and verify passed with the evidence
+// missing. A refused event is now never acknowledged, the writer stays unhealthy
+// (the router refuses new work with 503 evidence_unavailable), and verify reports the
+// kept events as not in the ledger.
+TEST_F(LedgerPgTest, AnEventTheDatabaseRefusesIsNeverAcknowledged) {
+  {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    tx.exec0("CREATE FUNCTION gantry_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+             "$$BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'check_violation'; END$$");
+    tx.exec0("CREATE TRIGGER gantry_test_refuse BEFORE INSERT ON ledger_events "
+             "FOR EACH ROW EXECUTE FUNCTION gantry_test_refuse()");
+    tx.commit();
+  }
+  auto writer = StartWriter();
+  uint64_t ticket = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(writer->Append({"req_refused", "t", "router", "{}"}, &ticket).ok());
+  }
+  absl::Status durable = writer->WaitDurable(ticket, 10000);
+  EXPECT_EQ(durable.code(), absl::StatusCode::kDataLoss) << durable;
+  EXPECT_EQ(writer->Healthy().code(), absl::StatusCode::kDataLoss);
+  EXPECT_GE(writer->GetStats().dead_letters, 1u);
+  EXPECT_EQ(Count(), 0);
+  writer.reset();
+  {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    tx.exec0("DROP TRIGGER gantry_test_refuse ON ledger_events");
+    tx.exec0("DROP FUNCTION gantry_test_refuse()");
+    tx.commit();
+  }
+  VerifyReport report = Verify();
+  ASSERT_FALSE(report.ok());
+  bool named = false;
+  for (const auto& b : report.broken) {
+    named = named || b.problem.find("refused are kept in") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << report.broken[0].problem;
+}
+
+// Found by a red team: one row the insert-only writer role could add (a negative
+// ts_unix_us and writer_seq) made every whole-ledger verify fail with INTERNAL, and the
+// writer cannot delete it. It is now reported as a broken event; verify goes on.
+TEST_F(LedgerPgTest, ARowWithNegativeCountersIsReportedNotFatal) {
+  auto writer = StartWriter();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(writer->Append({"req_good", "t", "router", "{}"}).ok());
+  ASSERT_TRUE(writer->Flush(10000).ok());
+  writer.reset();
+  {
+    pqxx::connection c(writer_url_);
+    pqxx::work tx(c);
+    tx.exec0("INSERT INTO ledger_events (event_id, stream_id, seq, ts_unix_us, type, actor, "
+             "payload_json, prev_sha256, sha256, writer_id, writer_seq, prev_mac, mac) VALUES "
+             "('evt_poison', 'req_poison', 0, -1, 't', 'router', '{}', '', 'x', 'w_poison', -5, "
+             "'', 'm')");
+    tx.commit();
+  }
+  VerifyOptions options;
+  options.database_url = url_;
+  options.key_file = key_file_;
+  options.checkpoint_dirs = {spool_dir_};
+  auto report = VerifyLedger(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->streams, 2u);
+  bool named = false;
+  for (const auto& b : report->broken) {
+    named = named || (b.stream_id == "req_poison" && b.problem.find("negative") != std::string::npos);
+  }
+  EXPECT_TRUE(named) << (report->broken.empty() ? "" : report->broken[0].problem);
+}
+
 TEST_F(LedgerPgTest, SuperuserTamperingIsCaughtByVerify) {
   auto writer = StartWriter();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(writer->Append({"req_a", "t", "router", "{}"}).ok());

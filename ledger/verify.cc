@@ -15,19 +15,40 @@ constexpr int kPage = 5000;
 
 }  // namespace
 
+namespace {
+
+// A BIGINT column as stored; NULL is 0. Negative values are kept (wrapped) here and
+// reported by RowOutOfRange: the row was not written by a writer, and must not stop
+// verification (found by a red team: one such row made every verify fail with INTERNAL).
+uint64_t Counter(const pqxx::field& f) {
+  return f.is_null() ? 0 : static_cast<uint64_t>(f.as<long long>());
+}
+
+std::string RowOutOfRange(const pqxx::row& row) {
+  for (int column : {2, 3, 10}) {
+    if (!row[column].is_null() && row[column].as<long long>() < 0) {
+      return absl::StrCat("column ", row[column].name(), " is negative (",
+                          row[column].as<long long>(), "): not written by a ledger writer");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 v1::LedgerEvent LedgerEventFromRow(const pqxx::row& row) {
   v1::LedgerEvent e;
   e.set_event_id(row[0].as<std::string>());
   e.set_stream_id(row[1].as<std::string>());
-  e.set_seq(row[2].as<uint64_t>());
-  e.set_ts_unix_us(row[3].as<uint64_t>());
+  e.set_seq(Counter(row[2]));
+  e.set_ts_unix_us(Counter(row[3]));
   e.set_type(row[4].as<std::string>());
   e.set_actor(row[5].as<std::string>());
   e.set_payload_json(row[6].as<std::string>());
   e.set_prev_sha256(row[7].as<std::string>());
   e.set_sha256(row[8].as<std::string>());
   if (!row[9].is_null()) e.set_writer_id(row[9].as<std::string>());
-  if (!row[10].is_null()) e.set_writer_seq(row[10].as<uint64_t>());
+  if (!row[10].is_null()) e.set_writer_seq(Counter(row[10]));
   if (!row[11].is_null()) e.set_prev_mac(row[11].as<std::string>());
   if (!row[12].is_null()) e.set_mac(row[12].as<std::string>());
   return e;
@@ -66,9 +87,10 @@ void WalkStreams(pqxx::transaction_base& tx, const std::string& key, const std::
         ++report->streams;
       }
       ++report->events;
-      std::string problem;
+      std::string problem = RowOutOfRange(row);
       const std::string recomputed = EventHash(e);
-      if (e.seq() != expected_seq) {
+      if (!problem.empty()) {
+      } else if (e.seq() != expected_seq) {
         problem = absl::StrCat("seq gap: expected ", expected_seq, ", found ", e.seq());
       } else if (e.prev_sha256() != prev_hash) {
         problem = absl::StrCat("prev_sha256 ", e.prev_sha256(),
@@ -170,6 +192,18 @@ absl::StatusOr<VerifyReport> VerifyLedger(const VerifyOptions& options) {
   }
   VerifyReport report;
   report.checkpoints = checkpoints.size();
+  if (whole) {
+    // Events the database refused are evidence outside the ledger: the ledger is not
+    // whole while any are kept (the writer stopped acknowledging when it kept them).
+    for (const std::string& dir : options.checkpoint_dirs) {
+      for (const std::string& path : FindDeadLetterFiles(dir)) {
+        report.broken.push_back(
+            {"", 0, "",
+             absl::StrCat("events the database refused are kept in ", path,
+                          ", not in the ledger (docs/ledger.md, \"Durability\")")});
+      }
+    }
+  }
   try {
     pqxx::connection connection(options.database_url);
     pqxx::read_transaction tx(connection);

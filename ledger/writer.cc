@@ -379,23 +379,36 @@ absl::Status LedgerWriter::InsertBatch(const std::vector<v1::LedgerEvent>& event
 }
 
 absl::Status LedgerWriter::InsertOneByOne(const std::vector<v1::LedgerEvent>& events) {
+  absl::Status refused = absl::OkStatus();
   for (const auto& event : events) {
     absl::Status status = InsertBatch({event});
     if (status.ok()) continue;
     if (absl::IsUnavailable(status)) return status;
-    // Refused (a forked stream): keep the evidence on disk, never drop it.
+    // Refused (a forked stream, a trigger or a revoked grant of the owner's): keep the
+    // evidence on disk, never drop it; but it is not in the ledger, so it is not
+    // durable there, and nothing from here on may be acknowledged (found by a red team:
+    // an owner's BEFORE INSERT trigger made every event a dead letter while clients got
+    // their answers and verify passed).
     Log(LogLevel::kError, "ledger.event.refused",
         {{"event_id", event.event_id()}, {"stream_id", event.stream_id()},
          {"seq", std::to_string(event.seq())}, {"error", status.ToString()}});
     absl::Status kept = dead_letters_->Append({event});
     if (!kept.ok()) return kept;
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.dead_letters;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.dead_letters;
+    }
+    if (refused.ok()) {
+      refused = absl::DataLossError(absl::StrCat(
+          "the ledger database refused event ", event.event_id(), " (kept in the dead-letter "
+          "file): ", status.message()));
+    }
   }
-  return absl::OkStatus();
+  return refused;
 }
 
 absl::Status LedgerWriter::ReplaySpool() {
+  absl::Status refused = absl::OkStatus();
   size_t offset = 0;
   uint64_t replayed = 0;
   for (;;) {
@@ -405,7 +418,8 @@ absl::Status LedgerWriter::ReplaySpool() {
     if (events->empty()) break;
     absl::Status status = InsertBatch(*events);
     if (!status.ok() && !absl::IsUnavailable(status)) status = InsertOneByOne(*events);
-    if (!status.ok()) return status;
+    if (absl::IsDataLoss(status) && refused.ok()) refused = status;  // kept as dead letters
+    if (!status.ok() && !absl::IsDataLoss(status)) return status;
     replayed += events->size();
     offset = next;
   }
@@ -414,6 +428,10 @@ absl::Status LedgerWriter::ReplaySpool() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.replayed += replayed;
   stats_.spooling = false;
+  if (!refused.ok() && sticky_error_.ok()) {
+    sticky_error_ = refused;  // nothing newer is acknowledged (InsertOneByOne)
+    Log(LogLevel::kError, "ledger.writer.refused_events", {{"error", refused.ToString()}});
+  }
   Log(LogLevel::kInfo, "ledger.spool.replayed", {{"events", std::to_string(replayed)}});
   return absl::OkStatus();
 }
@@ -438,9 +456,15 @@ void LedgerWriter::HandleBatch(std::vector<v1::LedgerEvent> batch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!status.ok()) {
-      // The spool itself failed (disk): nothing newer may be acknowledged.
-      sticky_error_ = absl::DataLossError(absl::StrCat("ledger spool: ", status.ToString()));
-      Log(LogLevel::kError, "ledger.spool.failed", {{"error", status.ToString()}});
+      // The spool failed (disk), or the database refused events: nothing newer may be
+      // acknowledged.
+      if (absl::IsDataLoss(status)) {
+        sticky_error_ = status;
+        Log(LogLevel::kError, "ledger.writer.refused_events", {{"error", status.ToString()}});
+      } else {
+        sticky_error_ = absl::DataLossError(absl::StrCat("ledger spool: ", status.ToString()));
+        Log(LogLevel::kError, "ledger.spool.failed", {{"error", status.ToString()}});
+      }
     } else {
       durable_ += batch.size();
       if (spooled) {

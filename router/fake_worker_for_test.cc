@@ -113,6 +113,7 @@ void FakeWorkerForTest::Run() {
   // Never drop its own events under a burst (a thousand requests finishing at once):
   // a test double that loses a FINAL would make the router look wrong.
   socket.set(zmq::sockopt::sndhwm, 0);
+  if (!options_.routing_id.empty()) socket.set(zmq::sockopt::routing_id, options_.routing_id);
   if (!options_.curve_secret_z85.empty()) {
     (void)ConfigureCurveClient(socket.handle(),
                                {options_.curve_public_z85, options_.curve_secret_z85,
@@ -157,7 +158,7 @@ void FakeWorkerForTest::Run() {
   ready.set_slots(options_.slots);
   ready.set_free_slots(options_.slots);
   ready.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
-  send(ready);
+  if (options_.send_ready) send(ready);
   int64_t next_heartbeat = NowMs() + options_.heartbeat_interval_ms;
 
   while (!stop_) {

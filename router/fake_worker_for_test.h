@@ -71,6 +71,11 @@ struct FakeWorkerOptions {
   int cancel_delay_ms = 0;
   // PARTIALs carry Partial.completion_tokens, the running count of tokens generated.
   bool report_running_count = true;
+  // The DEALER's routing id; empty (as a real worker): the router assigns one per
+  // connection. A rogue sets one to squat on another worker's.
+  std::string routing_id;
+  // False: never sends READY (a rogue that only sends HEARTBEATs on a squatted id).
+  bool send_ready = true;
   // CURVE client keys (Z85) when the router runs CURVE; empty: plain.
   std::string curve_public_z85, curve_secret_z85, curve_server_public_z85;
 };

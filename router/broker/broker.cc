@@ -213,6 +213,9 @@ class Broker::Impl {
   struct Worker {
     std::string identity;
     std::string worker_id;
+    // The ZAP user id of the connection that sent READY (the CURVE key's fingerprint;
+    // "" for plain workers). Every later message must come with the same.
+    std::string user_id;
     v1::BundleIdentity bundle;
     uint32_t slots = 0;
     int64_t credit = 0;
@@ -224,6 +227,11 @@ class Broker::Impl {
   void Wake();
   // `user_id`: the connection's ZAP user id (the key's fingerprint with CURVE).
   void HandleMessage(std::vector<std::string> frames, const std::string& user_id);
+  // Whether a line keyed `key` may be logged now (one per key per
+  // kRefusalLogIntervalUs); `*since` is the number of occurrences it stands for.
+  bool ThrottledLog(const std::string& key, int64_t* since);
+  // DISCONNECT with a registration refusal (`code`: worker_not_allowed, ...).
+  void SendRefusal(const std::string& identity, absl::string_view code, absl::string_view why);
   void OnReady(const std::string& identity, const v1::Ready& ready, const std::string& user_id);
   // Refuses a READY: logs `broker.ready_refused` with `code`, counts it, and answers
   // DISCONNECT with that code. The sender stays UNKNOWN.
@@ -529,13 +537,38 @@ void Broker::Impl::HandleMessage(std::vector<std::string> frames, const std::str
   if (!live) {
     if (std::holds_alternative<v1::Disconnect>(message)) return;
     ++stats_.dropped_frames;
-    Log(LogLevel::kInfo, "broker.unknown_peer_rejected",
-        {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
-         {"command", wire::CommandName(wire::CommandOf(message))}});
+    int64_t count = 0;
+    if (ThrottledLog(absl::StrCat("unknown|", user_id), &count)) {
+      Log(LogLevel::kInfo, "broker.unknown_peer_rejected",
+          {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
+           {"key_fingerprint", user_id.empty() ? "none" : user_id},
+           {"command", wire::CommandName(wire::CommandOf(message))},
+           {"messages", absl::StrCat(count)}});
+    }
     SendDisconnect(identity, "not registered: send READY first");
     return;
   }
   Worker& worker = it->second;
+  if (user_id != worker.user_id) {
+    // A peer may choose its routing id: once the connection that sent READY is gone,
+    // another may take the same id. Under another key it is not this worker: nothing
+    // it says is believed, and nothing more is sent to this identity (found by a red
+    // team: an allowed key for another model squatted a dead worker's id, received its
+    // prompts and answered them).
+    ++stats_.dropped_frames;
+    int64_t count = 0;
+    if (ThrottledLog(absl::StrCat(kWorkerNotAllowed, "|mismatch|", user_id), &count)) {
+      Log(LogLevel::kWarning, "broker.worker_key_mismatch",
+          {{"code", kWorkerNotAllowed}, {"identity", Printable(identity)},
+           {"worker_id", worker.worker_id},
+           {"registered_key", worker.user_id.empty() ? "none" : worker.user_id},
+           {"key_fingerprint", user_id.empty() ? "none" : user_id},
+           {"messages", absl::StrCat(count)}});
+    }
+    Expire(identity, "a message under another key than its READY's");
+    SendRefusal(identity, kWorkerNotAllowed, "this identity is registered under another key");
+    return;
+  }
   worker.last_seen_us = options_.clock->MonotonicMicros();
   if (auto* hb = std::get_if<v1::Heartbeat>(&message)) {
     OnHeartbeat(worker, *hb);
@@ -559,28 +592,42 @@ void Broker::Impl::RefuseReady(const std::string& identity, const v1::Ready& rea
   const std::string log_key =
       absl::StrCat(code, "|", who, "|", ready.bundle().model().substr(0, 128), "|",
                    ready.bundle().identity_sha256().substr(0, 64));
-  const int64_t now = options_.clock->MonotonicMicros();
-  if (refusal_log_.size() >= kMaxRefusalLogKeys && refusal_log_.count(log_key) == 0) {
-    refusal_log_.clear();  // bounded: a flood of distinct ids costs lines, not memory
-  }
-  RefusalLog& entry = refusal_log_[log_key];
-  ++entry.since_logged;
-  if (entry.last_logged_us == 0 || now - entry.last_logged_us >= kRefusalLogIntervalUs) {
+  int64_t refusals = 0;
+  if (ThrottledLog(log_key, &refusals)) {
     Log(LogLevel::kWarning, "broker.ready_refused",
         {{"code", std::string(code)}, {"identity", Printable(identity)},
          {"key_fingerprint", user_id.empty() ? "none" : user_id},
          {"worker_id", ready.worker_id().substr(0, kMaxWorkerIdBytes)},
          {"model", ready.bundle().model().substr(0, 128)},
          {"bundle", ready.bundle().identity_sha256().substr(0, 64)},
-         {"refusals", absl::StrCat(entry.since_logged)}, {"why", std::string(why)}});
-    entry.last_logged_us = now;
-    entry.since_logged = 0;
+         {"refusals", absl::StrCat(refusals)}, {"why", std::string(why)}});
   }
+  SendRefusal(identity, code, why);
+}
+
+void Broker::Impl::SendRefusal(const std::string& identity, absl::string_view code,
+                               absl::string_view why) {
   v1::Disconnect d;
   *d.mutable_reason() = RegistrationRefusal(code, why);
   std::vector<std::string> frames = wire::EncodeFrames(d);
   frames.insert(frames.begin(), identity);
   (void)SendFrames(socket_, frames);  // best effort: the peer is not LIVE
+}
+
+bool Broker::Impl::ThrottledLog(const std::string& key, int64_t* since) {
+  const int64_t now = options_.clock->MonotonicMicros();
+  if (refusal_log_.size() >= kMaxRefusalLogKeys && refusal_log_.count(key) == 0) {
+    refusal_log_.clear();  // bounded: a flood of distinct keys costs lines, not memory
+  }
+  RefusalLog& entry = refusal_log_[key];
+  ++entry.since_logged;
+  if (entry.last_logged_us != 0 && now - entry.last_logged_us < kRefusalLogIntervalUs) {
+    return false;
+  }
+  *since = static_cast<int64_t>(entry.since_logged);
+  entry.last_logged_us = now;
+  entry.since_logged = 0;
+  return true;
 }
 
 void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
@@ -620,6 +667,7 @@ void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
   Worker worker;
   worker.identity = identity;
   worker.worker_id = ready.worker_id();
+  worker.user_id = user_id;
   worker.bundle = ready.bundle();
   worker.slots = ready.slots();
   worker.credit = ready.free_slots();

@@ -710,6 +710,57 @@ TEST(Broker, AReadyBeyondTheKeysGrantIsRefusedAndTheRealWorkerKeepsServing) {
   EXPECT_TRUE(rogue.disconnect_reasons().empty());  // never past the handshake
 }
 
+// Found by a red team: a peer chooses its routing id, so once the real worker's
+// connection is gone (killed, no DISCONNECT) another connection may take the same id
+// before the registration expires. An allowed key for another model did, sent only
+// HEARTBEATs, received the real worker's prompts and answered them. Now every message
+// must come under the key of the READY that registered the id: the squatter's first
+// message expires the registration, nothing is dispatched to it, and the real worker,
+// reconnecting, registers again.
+TEST(Broker, AnotherKeyOnARegisteredIdentityIsNotThatWorker) {
+  auto router_keys = GenerateCurveKeyPair();
+  auto real = GenerateCurveKeyPair();
+  auto other = GenerateCurveKeyPair();
+  ASSERT_TRUE(router_keys.ok() && real.ok() && other.ok());
+  WorkerGrant real_grant{real->public_z85, {"test-model"}, {kBundleB}};
+  WorkerGrant other_grant{other->public_z85, {"other-model"}, {kBundleB}};
+  BrokerOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.curve = CurveServerOptions{router_keys->secret_z85, {real_grant, other_grant}};
+  auto started = Broker::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  Broker& broker = **started;
+
+  FakeWorkerOptions real_options = CurveWorker(broker, "host/1/real", *real, router_keys->public_z85);
+  real_options.routing_id = "worker-a";  // as the worker of the red team's run
+  auto victim = std::make_unique<FakeWorkerForTest>(real_options);
+  ASSERT_TRUE(WaitLive(broker, 1));
+  ExpectServedBy(broker, *victim, 0);
+  victim->Kill();  // gone without a DISCONNECT: the registration stays LIVE for now
+  ASSERT_TRUE(victim->WaitFor([&] { return victim->dead(); }, 5000));
+  victim.reset();
+
+  FakeWorkerOptions squat = CurveWorker(broker, "host/9/rogue", *other, router_keys->public_z85);
+  squat.routing_id = "worker-a";
+  squat.send_ready = false;
+  squat.heartbeat_interval_ms = 50;
+  FakeWorkerForTest rogue(squat);
+  ASSERT_TRUE(WaitUntil([&] { return broker.stats().workers_expired >= 1; }, 5000));
+  EXPECT_EQ(broker.stats().live_workers, 0u);
+  EXPECT_EQ(FirstDisconnectReason(rogue), kWorkerNotAllowed);
+  auto sink = std::make_shared<RecordingSink>();
+  EXPECT_EQ(ReasonOf(broker.Submit(Request(), sink)), "no_worker");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(rogue.requests_received(), 0);
+  EXPECT_EQ(broker.stats().live_workers, 0u);  // its heartbeats never register it
+
+  // The real worker, back (its own key, a fresh connection), serves again.
+  FakeWorkerForTest back(CurveWorker(broker, "host/1/real", *real, router_keys->public_z85));
+  ASSERT_TRUE(WaitLive(broker, 1));
+  ExpectServedBy(broker, back, 0);
+  EXPECT_EQ(rogue.requests_received(), 0);
+}
+
 // A second worker announcing the worker_id of a LIVE one is refused (worker_id_taken);
 // the first is not expired and keeps serving.
 TEST(Broker, ADuplicateWorkerIdIsRefusedAndTheFirstKeepsServing) {

@@ -184,6 +184,48 @@ TEST(HttpLimits, SlowlorisHoldingThousandsOfConnectionsDoesNotStarveOthers) {
   for (int fd : slow) close(fd);
 }
 
+// Found by a red team: with the per-address limit a quarter of the total, slow heads
+// from four source addresses filled the whole table and every other client got 503
+// for as long as they kept it. A full table now makes room by closing the oldest
+// connection still waiting for a head.
+TEST(HttpLimits, AFullTableOfSlowHeadsFromManyAddressesMakesRoomForAClient) {
+  RaiseFdLimit();
+  HttpServerOptions options;
+  options.max_connections = 400;
+  options.max_connections_per_peer = 100;
+  options.head_timeout_ms = 30000;  // they would hold their places for the whole test
+  auto server = StartEcho(options);
+  ASSERT_NE(server, nullptr);
+  std::vector<int> slow;
+  for (const char* source : {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}) {
+    for (int i = 0; i < 100; ++i) {
+      int fd = ConnectFrom(server->port(), source);
+      ASSERT_GE(fd, 0) << source << " " << i;
+      SendAll(fd, "POST /slow HTTP/1.1\r\nHost: x\r\n");
+      slow.push_back(fd);
+    }
+  }
+  auto until = Clock::now() + std::chrono::seconds(5);
+  while (server->connection_count() < 400 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(server->connection_count(), 400u);
+  int answered = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto client = TestHttpClient::Connect(server->port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client->SendRequest("POST", "/fast", "hi").ok());
+    auto response = client->ReadResponse(5000);
+    ASSERT_TRUE(response.ok()) << response.status();
+    if (response->status == 200 && response->body == "POST /fast 2") ++answered;
+  }
+  EXPECT_EQ(answered, 20);
+  EXPECT_GE(server->evicted_connections(), 1u);  // each client closes, freeing its place
+  EXPECT_EQ(server->refused_connections(), 0u);
+  EXPECT_LE(server->connection_count(), 400u);
+  for (int fd : slow) close(fd);
+}
+
 TEST(HttpLimits, ConnectionsPerPeerAddress) {
   HttpServerOptions options;
   options.max_connections_per_peer = 3;

@@ -24,7 +24,10 @@
 //
 // Limits: at most `max_connections` open connections, and `max_connections_per_peer`
 // from one IPv4 address (one more is answered 503 server_busy and closed at once, before
-// any state is kept for it; with TLS, closed without an answer); `HttpLimits` for each
+// any state is kept for it; with TLS, closed without an answer). When the table is full,
+// a new connection first takes the place of the oldest one that is waiting for a
+// request head (its first, or the next on a kept-alive connection), which is closed:
+// connections that never complete a head cannot keep others out; `HttpLimits` for each
 // request; `max_output_bytes` of unsent output per connection (a client that stops
 // reading is disconnected). Deadlines, none of them restarted by a byte (a client
 // trickling bytes cannot hold a connection): a request's head must be complete within
@@ -147,6 +150,8 @@ class HttpServer {
   size_t connection_count() const;
   // Connections refused at accept (over a connection limit) so far.
   uint64_t refused_connections() const;
+  // Connections closed to make room while they waited for a request head.
+  uint64_t evicted_connections() const;
   // Requests answered 408 request_timeout (a deadline or the minimum rate) so far.
   uint64_t timed_out_requests() const;
   // CPU time of the event-loop thread so far, in seconds (tests, benchmarks).

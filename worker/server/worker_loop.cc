@@ -166,7 +166,9 @@ void WorkerLoop::Run() {
     // router silent for `liveness` heartbeat intervals makes this loop reconnect, which
     // discards it.
     dealer.set(zmq::sockopt::sndhwm, 0);
-    dealer.set(zmq::sockopt::routing_id, options_.worker_id);
+    // No routing id of its own: the router assigns one per connection (a fresh one at
+    // each reconnect), so no other connection can be addressed as this one
+    // (docs/protocol.md, "Worker identity").
     if (options_.curve) {
       absl::Status curve = ConfigureCurveClient(dealer.handle(), *options_.curve);
       if (!curve.ok()) {
