@@ -919,5 +919,52 @@ TEST_F(EscapeTest, FourthRedTeamReadsPastTheOperandGlobs) {
   EXPECT_EQ(t.successes(), 0);
 }
 
+// Found by the fifth red team: the Landlock domain is the call's command's, and a
+// program that command starts cannot be narrowed to its own globs from outside. git
+// status (granted without globs: the whole workspace) ran a repository's core.fsmonitor,
+// /usr/bin/python3, whose rule allows /workspace/src/** only; python3 then read
+// secret.txt. Now the supervisor refuses an exec whose own globs allow less than the
+// domain it would inherit (rule exec_scope).
+TEST_F(EscapeTest, FifthRedTeamAStartedProgramKeepsItsOwnGlobs) {
+  EscapeTally t("a program started inside reads past its own globs");
+  if (!Have("/usr/bin/git")) {
+    ADD_FAILURE() << "git is not installed";
+    return;
+  }
+  ASSERT_TRUE(HostSh(ws_, absl::StrCat(
+      "printf 'TOPSECRET\\n' > secret.txt && cd src && git init -q . && "
+      "git -c safe.directory=* config core.fsmonitor /usr/bin/python3 && "
+      "printf 'print(open(\"/workspace/secret.txt\").read())\\n' > 2 && cd .. && "
+      "chown -R ", kUid, ":", kUid, " .")));
+  const std::string policy = ToolsPolicy(
+      {}, {"{executable: /usr/bin/git, subcommands: [status]}",
+           "{executable: /usr/bin/python3, operands: {globs: [\"/workspace/src/**\"]}}"});
+  auto snapshot = policy::LoadPolicyText(policy, "escape.yaml");
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  SandboxOptions options;
+  options.policy = [s = *snapshot] { return s; };
+  v1::ToolCall call = ExecCall(ws_, {"git", "status"});
+  call.mutable_exec()->set_cwd("src");
+  call.mutable_grant()->set_exec_rules("tools");
+  call.mutable_limits()->set_wall_ms(10000);
+  v1::ToolResult r = Sandbox(options).Run(call);
+  const bool leaked = absl::StrContains(r.stdout(), "TOPSECRET") ||
+                      absl::StrContains(r.stderr(), "TOPSECRET");
+  t.Attempt(leaked, "git status ran core.fsmonitor python3 past its globs");
+  EXPECT_FALSE(leaked) << r.ShortDebugString();
+  EXPECT_EQ(r.outcome(), v1::TOOL_RAN) << r.ShortDebugString();
+  bool refused = false;
+  for (const auto& e : r.execs()) refused = refused || (!e.allowed() && e.rule_id() == "exec_scope");
+  EXPECT_TRUE(refused) << r.ShortDebugString();
+  // The same python3 as the call's own command runs, confined to its globs.
+  v1::ToolCall own = ExecCall(ws_, {"python3", "-c", "print(open('2').read()[:5])"});
+  own.mutable_exec()->set_cwd("src");
+  own.mutable_grant()->set_exec_rules("tools");
+  own.mutable_limits()->set_wall_ms(10000);
+  v1::ToolResult ok = Sandbox(options).Run(own);
+  EXPECT_EQ(ok.stdout(), "print\n") << ok.ShortDebugString();
+  EXPECT_EQ(t.successes(), 0);
+}
+
 }  // namespace
 }  // namespace gantry::sandbox

@@ -39,6 +39,15 @@ std::string Join(const std::string& root, const std::string& rel) {
   return rel.empty() ? root : root + "/" + rel;
 }
 
+bool GlobWithin(const std::string& glob, const std::string& outer) {
+  if (glob == outer) return true;
+  if (glob.find_first_of("*?") == std::string::npos) return policy::GlobMatch(outer, glob);
+  if (outer.size() < 3 || outer.compare(outer.size() - 3, 3, "/**") != 0) return false;
+  const std::string prefix = outer.substr(0, outer.size() - 3);
+  if (prefix.find_first_of("*?") != std::string::npos) return false;
+  return StartsWith(LiteralPrefix(glob), prefix + "/");
+}
+
 }  // namespace
 
 int OpenBeneath(int root_fd, const std::string& rel, uint64_t flags) {
@@ -77,6 +86,23 @@ bool ScopeMayMatchBeneath(const ReadScope& scope, const std::string& dir) {
       any = any || StartsWith(literal, beneath) || StartsWith(beneath, literal);
     }
     if (!any) return false;
+  }
+  return true;
+}
+
+bool ScopeWithin(const ReadScope& inner, const ReadScope& outer) {
+  for (const auto& outer_list : outer.all_of) {
+    bool contained = false;
+    for (const auto& inner_list : inner.all_of) {
+      bool all = !inner_list.empty();
+      for (const auto& glob : inner_list) {
+        bool any = false;
+        for (const auto& o : outer_list) any = any || GlobWithin(glob, o);
+        all = all && any;
+      }
+      contained = contained || all;
+    }
+    if (!contained) return false;
   }
   return true;
 }

@@ -43,6 +43,13 @@ bool ScopeCoversTree(const ReadScope& scope, const std::string& dir);
 // other). Conservative: false only when nothing beneath can match.
 bool ScopeMayMatchBeneath(const ReadScope& scope, const std::string& dir);
 
+// Whether every path `inner` allows is allowed by `outer` (a sufficient check on the
+// globs, conservative: false when it cannot tell). Each list of `outer` must contain,
+// glob by glob, some list of `inner`: a glob is within another when they are equal,
+// when it names no wildcard and the other matches it, or when the other is PREFIX/**
+// (no wildcard in PREFIX) and its own literal prefix lies beneath PREFIX.
+bool ScopeWithin(const ReadScope& inner, const ReadScope& outer);
+
 // One Landlock rule of the plan.
 struct ReadGrant {
   enum Kind {

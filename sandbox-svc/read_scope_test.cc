@@ -39,6 +39,23 @@ TEST(ReadScopeTest, TreesAndWhereMatchesMayLie) {
   EXPECT_FALSE(ScopeMayMatchBeneath(Scope({{"/v/**"}}), "/w"));
 }
 
+TEST(ReadScopeTest, WithinIsConservative) {
+  const ReadScope all = Scope({});
+  const ReadScope src = Scope({{"/w/src/**"}});
+  EXPECT_TRUE(ScopeWithin(src, all));
+  EXPECT_FALSE(ScopeWithin(all, src));
+  EXPECT_TRUE(ScopeWithin(src, src));
+  EXPECT_TRUE(ScopeWithin(Scope({{"/w/src/*.c"}}), src));
+  EXPECT_TRUE(ScopeWithin(Scope({{"/w/src/a.c", "/w/src/deep/**"}}), src));
+  EXPECT_FALSE(ScopeWithin(Scope({{"/w/src*"}}), src));   // /w/srcx is not beneath
+  EXPECT_FALSE(ScopeWithin(Scope({{"/w/*/x.c"}}), src));
+  EXPECT_TRUE(ScopeWithin(Scope({{"/w/a.txt"}}), Scope({{"/w/*.txt"}})));
+  // Every list of the outer scope must hold one of the inner's.
+  EXPECT_TRUE(ScopeWithin(Scope({{"/w/src/**"}, {"/w/**/*.c"}}), Scope({{"/w/**/*.c"}})));
+  EXPECT_FALSE(ScopeWithin(Scope({{"/w/src/**"}}), Scope({{"/w/src/**"}, {"/w/**/*.c"}})));
+  EXPECT_TRUE(ScopeWithin(Scope({{"/w/x"}}), Scope({{"/**"}})));
+}
+
 class PlanReadsTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -291,8 +291,35 @@ void RunExec(Call& c) {
     // python3 -c open(...) cannot reach past them.
     for (const std::string& program : d.chain) rules->AppendReadScope(program, &spec.read_scope);
     // The same rules decide every exec inside, with the argv each process really passes.
-    spec.decide_exec = [rules, resolver](const ExecRequest& x) {
-      return ExecVerdictOf(DecideCommand(*rules, x.argv, x.cwd, resolver), x);
+    // A program started inside runs in the call's Landlock domain, which can only be
+    // narrowed by itself, never by the service: one whose own operand globs allow less
+    // than that domain is refused rather than run with more than its rule allows
+    // (found by a red team: `git status`, granted without globs, ran a core.fsmonitor
+    // python3 granted only /workspace/src/**, which then read the whole workspace).
+    // What the writable grants hold is readable to every program of the call anyway,
+    // so it counts as within any program's globs.
+    std::vector<std::string> granted;
+    for (const std::string& rel : WritableMounts(c)) {
+      granted.push_back(rel.empty() ? "/workspace/**" : InSandbox(rel));
+      if (!rel.empty()) granted.push_back(InSandbox(rel) + "/**");
+    }
+    // An unconstrained domain is the whole workspace (what a program inherits).
+    ReadScope domain = spec.read_scope;
+    if (domain.unconstrained()) domain.all_of = {{"/workspace/**"}};
+    spec.decide_exec = [rules, resolver, domain, granted](const ExecRequest& x) {
+      CommandDecision d = DecideCommand(*rules, x.argv, x.cwd, resolver);
+      ExecVerdict verdict = ExecVerdictOf(d, x);
+      if (!verdict.allowed) return verdict;
+      ReadScope own;
+      for (const std::string& program : d.chain) rules->AppendReadScope(program, &own);
+      for (auto& any_of : own.all_of) any_of.insert(any_of.end(), granted.begin(), granted.end());
+      if (!ScopeWithin(domain, own)) {
+        return ExecVerdict{false, "exec_scope",
+                           absl::StrCat("rule:exec_scope: '", d.resolved_executable.substr(0, 200),
+                                        "' may read less of the workspace than the call's "
+                                        "command, whose read scope it would inherit")};
+      }
+      return verdict;
     };
   }
   spec.argv = std::move(argv);

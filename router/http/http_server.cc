@@ -609,6 +609,19 @@ void HttpServer::Impl::Accept() {
       return;
     }
     const uint32_t address = peer.sin_addr.s_addr;
+    if (conns_.size() >= options_.max_connections && waiting_head_.empty()) {
+      // Responses a writer ended on its own thread (the loop is told at its next tick)
+      // leave their connections waiting for a head too.
+      std::vector<std::shared_ptr<Conn>> ended;
+      for (auto& [id, conn] : conns_) {
+        if (!conn->handling) continue;
+        std::lock_guard<std::mutex> lock(conn->mu);
+        if (conn->ended_by_writer) ended.push_back(conn);
+      }
+      for (auto& conn : ended) {
+        if (conn->fd >= 0) Service(conn);
+      }
+    }
     if (conns_.size() >= options_.max_connections && !waiting_head_.empty()) {
       auto victim = conns_.find(*waiting_head_.begin());
       if (victim != conns_.end()) {

@@ -181,11 +181,11 @@ TEST(HttpServer, ConnectionLimit) {
   auto a = TestHttpClient::Connect(server->port());
   auto b = TestHttpClient::Connect(server->port());
   ASSERT_TRUE(a.ok() && b.ok());
-  // Make sure both are accepted before the third arrives.
-  ASSERT_TRUE(a->SendRequest("GET", "/x", "").ok());
-  ASSERT_TRUE(a->ReadResponse().ok());
-  ASSERT_TRUE(b->SendRequest("GET", "/x", "").ok());
-  ASSERT_TRUE(b->ReadResponse().ok());
+  // Both are inside a request (head read, body awaited): neither can make room.
+  ASSERT_TRUE(a->SendRaw("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n").ok());
+  ASSERT_TRUE(b->SendRaw("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n").ok());
+  for (int i = 0; i < 200 && server->connection_count() < 2; ++i) usleep(5000);
+  usleep(50000);  // both heads parsed
   auto c = TestHttpClient::Connect(server->port());
   ASSERT_TRUE(c.ok());
   auto response = c->ReadResponse();
@@ -193,6 +193,20 @@ TEST(HttpServer, ConnectionLimit) {
   EXPECT_EQ(response->status, 503);
   EXPECT_EQ(response->Header("retry-after"), "1");
   EXPECT_NE(response->body.find("server_busy"), std::string::npos);
+  // Once they are idle (waiting for their next request's head), the oldest is closed
+  // to make room for a new client.
+  ASSERT_TRUE(a->SendRaw("hello").ok());
+  ASSERT_TRUE(a->ReadResponse().ok());
+  ASSERT_TRUE(b->SendRaw("hello").ok());
+  ASSERT_TRUE(b->ReadResponse().ok());
+  auto d = TestHttpClient::Connect(server->port());
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(d->SendRequest("GET", "/x", "").ok());
+  auto served = d->ReadResponse();
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->status, 200);
+  EXPECT_EQ(server->evicted_connections(), 1u);
+  EXPECT_TRUE(a->WaitForClose(2000) || b->WaitForClose(2000));  // the older of the two idle ones
 }
 
 TEST(HttpServer, OnCloseFiresWhenClientLeavesMidResponse) {
