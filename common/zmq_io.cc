@@ -1,5 +1,11 @@
 #include "common/zmq_io.h"
 
+#include <sys/random.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <mutex>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -118,6 +124,18 @@ absl::StatusOr<RouterEnvelope> SplitRouterEnvelope(std::vector<std::string> fram
   return ReasonError("protocol_error",
                      absl::StrCat("expected [identity, \"\", body] or [identity, body], got ",
                                   frames.size(), " frames"));
+}
+
+void SeedRouterIdentities() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    unsigned int seed = 0;
+    if (getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) {
+      seed = static_cast<unsigned int>(time(nullptr)) ^ static_cast<unsigned int>(getpid() << 16) ^
+             static_cast<unsigned int>(clock());
+    }
+    srand(seed);
+  });
 }
 
 }  // namespace gantry

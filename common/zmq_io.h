@@ -78,6 +78,14 @@ std::string LastEndpoint(zmq::socket_t& socket);
 // address) may be reached from other hosts, so it needs CURVE (docs/router.md).
 bool IsLocalEndpoint(absl::string_view endpoint);
 
+// Call before creating a ROUTER socket that outside peers connect to. libzmq numbers
+// the peers that set no routing id (0x00 + a counter) from rand(), which nothing seeds:
+// every process starts at the same number, and a peer that chose the next numbers as
+// its own routing ids makes libzmq abort the process when it generates one of them
+// (found by a red team: any admitted worker key crashed the router). Seeds rand() once
+// from the OS, so the numbers cannot be foreseen. Thread-safe; idempotent.
+void SeedRouterIdentities();
+
 }  // namespace gantry
 
 #endif  // GANTRY_COMMON_ZMQ_IO_H_

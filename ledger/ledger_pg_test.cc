@@ -427,6 +427,33 @@ TEST_F(LedgerPgTest, AnEventTheDatabaseRefusesIsNeverAcknowledged) {
   EXPECT_TRUE(named) << report.broken[0].problem;
 }
 
+// Found by the second red team: a trigger returning NULL (or a DO INSTEAD NOTHING rule)
+// drops rows without an error; the writer counted them committed. Now an event the
+// INSERT did not return, and that is not stored with its mac, is refused.
+TEST_F(LedgerPgTest, AnEventDroppedWithoutAnErrorIsNeverAcknowledged) {
+  {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    tx.exec0("CREATE FUNCTION gantry_test_drop() RETURNS trigger LANGUAGE plpgsql AS "
+             "$$BEGIN RETURN NULL; END$$");
+    tx.exec0("CREATE TRIGGER gantry_test_drop BEFORE INSERT ON ledger_events "
+             "FOR EACH ROW EXECUTE FUNCTION gantry_test_drop()");
+    tx.commit();
+  }
+  auto writer = StartWriter();
+  uint64_t ticket = 0;
+  ASSERT_TRUE(writer->Append({"req_dropped", "t", "router", "{}"}, &ticket).ok());
+  absl::Status durable = writer->WaitDurable(ticket, 10000);
+  EXPECT_EQ(durable.code(), absl::StatusCode::kDataLoss) << durable;
+  EXPECT_EQ(Count(), 0);
+  writer.reset();
+  pqxx::connection c(url_);
+  pqxx::work tx(c);
+  tx.exec0("DROP TRIGGER gantry_test_drop ON ledger_events");
+  tx.exec0("DROP FUNCTION gantry_test_drop()");
+  tx.commit();
+}
+
 // Found by a red team: one row the insert-only writer role could add (a negative
 // ts_unix_us and writer_seq) made every whole-ledger verify fail with INTERNAL, and the
 // writer cannot delete it. It is now reported as a broken event; verify goes on.

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <pqxx/pqxx>
 
 #include "absl/strings/match.h"
@@ -352,8 +353,26 @@ absl::Status LedgerWriter::InsertBatch(const std::vector<v1::LedgerEvent>& event
                       tx.quote(e.sha256()), ",", tx.quote(e.writer_id()), ",", e.writer_seq(),
                       ",", tx.quote(e.prev_mac()), ",", tx.quote(e.mac()), ")");
     }
-    sql += " ON CONFLICT (event_id) DO NOTHING";
-    tx.exec0(sql);
+    sql += " ON CONFLICT (event_id) DO NOTHING RETURNING event_id";
+    pqxx::result inserted = tx.exec(sql);
+    if (inserted.size() < events.size()) {
+      // Not inserted: a replay of an event already stored (the spool after an
+      // in-doubt commit), or dropped without an error (an owner's trigger returning
+      // NULL, a DO INSTEAD rule; found by a red team: clients got their answers while
+      // the events were not stored). Only a stored event with the same mac counts.
+      std::set<std::string> returned;
+      for (const auto& row : inserted) returned.insert(row[0].as<std::string>());
+      for (const auto& e : events) {
+        if (returned.count(e.event_id())) continue;
+        pqxx::result stored = tx.exec_params(
+            "SELECT mac FROM ledger_events WHERE event_id = $1", e.event_id());
+        if (stored.empty() || stored[0][0].is_null() || stored[0][0].as<std::string>() != e.mac()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "event ", e.event_id(), " was not stored and raised no error (a trigger or "
+              "rule of the database's owner dropped it)"));
+        }
+      }
+    }
     tx.commit();
     NoteCommitted(events);
     return absl::OkStatus();

@@ -467,16 +467,34 @@ absl::StatusOr<std::string> Gateway::AuthenticateKey(const policy::Snapshot& sna
 }
 
 absl::Status Gateway::CheckHead(const http::HttpRequest& head) {
-  if (head.method != "POST" ||
-      (head.path != "/v1/chat/completions" && head.path != "/v1/responses")) {
-    return absl::OkStatus();
+  absl::Status refusal;
+  if (head.method == "POST" &&
+      (head.path == "/v1/chat/completions" || head.path == "/v1/responses")) {
+    auto principal = Authenticate(*options_.policy(), head.Header("authorization"));
+    if (principal.ok()) return absl::OkStatus();
+    refusal = principal.status();
+  } else {
+    // Every other route takes no body: one announced there is refused before it is
+    // read (found by a red team: slow bodies on POST /healthz, needing no key, held
+    // every connection slot for the whole body deadline).
+    const absl::string_view length = head.Header("content-length");
+    if (head.Header("transfer-encoding").empty() && (length.empty() || length == "0")) {
+      return absl::OkStatus();
+    }
+    const bool known = head.path == "/v1/models" || head.path == "/healthz" ||
+                       head.path == "/readyz" || head.path == "/metrics" ||
+                       head.path == "/v1/chat/completions" || head.path == "/v1/responses";
+    refusal = !known ? ReasonError("route_not_found", absl::StrCat("no route for ", head.path))
+              : head.method == "GET"
+                  ? ReasonError("invalid_request", absl::StrCat("GET ", head.path,
+                                                                " takes no request body"))
+                  : ReasonError("method_not_allowed",
+                                absl::StrCat(head.method, " is not allowed on ", head.path));
   }
-  auto principal = Authenticate(*options_.policy(), head.Header("authorization"));
-  if (principal.ok()) return absl::OkStatus();
   ++requests_total_;
   ++responses_4xx_;
-  metrics_.Error(http::ErrorCodeOf(principal.status()));
-  return principal.status();
+  metrics_.Error(http::ErrorCodeOf(refusal));
+  return refusal;
 }
 
 const char* Gateway::ApiName(Api api) {

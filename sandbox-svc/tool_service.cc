@@ -131,6 +131,7 @@ absl::Status ToolService::BindIpc() {
   // is never more open than `socket_mode`.
   const mode_t old_mask = umask(0177);
   try {
+    SeedRouterIdentities();
     ipc_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     ipc_->set(zmq::sockopt::router_mandatory, 1);
     ipc_->set(zmq::sockopt::maxmsgsize, int64_t{64 << 20} + 4096);  // = IoLoop's RecvLimits

@@ -351,6 +351,7 @@ absl::StatusOr<std::string> Broker::Impl::Bind() {
          {"why", "--insecure-workers has no effect: CURVE is on, workers need a listed key"}});
   }
   try {
+    SeedRouterIdentities();
     socket_ = zmq::socket_t(context_, zmq::socket_type::router);
     socket_.set(zmq::sockopt::router_mandatory, 1);
     socket_.set(zmq::sockopt::linger, 0);
@@ -655,7 +656,10 @@ void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
     }
   }
   for (const auto& [other_identity, other] : workers_) {
-    if (other.worker_id != ready.worker_id()) continue;
+    // worker_ids are per key: another key's READY cannot hold a name this key serves
+    // under (found by a red team: an allowed key for another model registered the real
+    // worker's worker_id first and locked it out).
+    if (other.worker_id != ready.worker_id() || other.user_id != user_id) continue;
     // A worker that reconnects (a new socket, a new identity) is admitted once its old
     // registration has expired: within `liveness` heartbeat intervals.
     RefuseReady(identity, ready, user_id, kWorkerIdTaken,

@@ -761,6 +761,51 @@ TEST(Broker, AnotherKeyOnARegisteredIdentityIsNotThatWorker) {
   EXPECT_EQ(rogue.requests_received(), 0);
 }
 
+// Found by the second red team, both with an allowed key for another model: (1) libzmq
+// numbers the peers that set no routing id from an unseeded rand(), the same in every
+// process, and aborts when it generates a number a peer chose for itself: peers that
+// claimed the next numbers crashed the router when the real worker (re)connected;
+// (2) claiming the real worker's worker_id first locked it out (worker_id_taken).
+// Now the numbers are seeded from the OS, and worker_ids are per key.
+TEST(Broker, PeersCannotForeseeIdentitiesOrTakeAnotherKeysWorkerId) {
+  auto router_keys = GenerateCurveKeyPair();
+  auto real = GenerateCurveKeyPair();
+  auto other = GenerateCurveKeyPair();
+  ASSERT_TRUE(router_keys.ok() && real.ok() && other.ok());
+  BrokerOptions options;
+  options.endpoint = "tcp://127.0.0.1:*";
+  options.curve = CurveServerOptions{
+      router_keys->secret_z85,
+      {WorkerGrant{real->public_z85, {"test-model"}, {kBundleB}},
+       WorkerGrant{other->public_z85, {"other-model"}, {kBundleB}}}};
+  auto started = Broker::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  Broker& broker = **started;
+  // The numbers an unseeded libzmq gives its first peers: 0x00 then rand()'s first
+  // outputs with seed 1 (0x6b8b4567, ...), counting up.
+  std::vector<std::unique_ptr<FakeWorkerForTest>> squatters;
+  for (uint32_t n = 0x6b8b4567; n < 0x6b8b4567 + 8; ++n) {
+    FakeWorkerOptions squat = CurveWorker(broker, "", *other, router_keys->public_z85);
+    squat.routing_id = std::string(1, '\0') + std::string{static_cast<char>(n >> 24),
+                                                           static_cast<char>(n >> 16),
+                                                           static_cast<char>(n >> 8),
+                                                           static_cast<char>(n)};
+    squat.send_ready = false;
+    squatters.push_back(std::make_unique<FakeWorkerForTest>(squat));
+  }
+  // The other key registers the real worker's worker_id first (for its own model).
+  FakeWorkerOptions first = CurveWorker(broker, "host/1/real", *other, router_keys->public_z85);
+  first.model = "other-model";
+  FakeWorkerForTest claims(first);
+  ASSERT_TRUE(WaitLive(broker, 1));
+  // The real worker, numbered by the router (no routing id of its own), registers.
+  FakeWorkerForTest worker(CurveWorker(broker, "host/1/real", *real, router_keys->public_z85));
+  ASSERT_TRUE(WaitLive(broker, 2));
+  ExpectServedBy(broker, worker, 0);
+  EXPECT_EQ(broker.LiveWorkerCount("test-model"), 1u);
+  EXPECT_EQ(broker.LiveWorkerCount("other-model"), 1u);
+}
+
 // A second worker announcing the worker_id of a LIVE one is refused (worker_id_taken);
 // the first is not expired and keeps serving.
 TEST(Broker, ADuplicateWorkerIdIsRefusedAndTheFirstKeepsServing) {

@@ -112,6 +112,7 @@ std::string TokenizerService::endpoint() const {
 
 absl::Status TokenizerService::Serve(const std::string& endpoint) {
   zmq::context_t context;
+  SeedRouterIdentities();
   zmq::socket_t socket(context, zmq::socket_type::router);
   socket.set(zmq::sockopt::linger, 0);
   // Bounded before buffered: libzmq disconnects a peer that announces a frame larger

@@ -166,9 +166,10 @@ void WorkerLoop::Run() {
     // router silent for `liveness` heartbeat intervals makes this loop reconnect, which
     // discards it.
     dealer.set(zmq::sockopt::sndhwm, 0);
-    // No routing id of its own: the router assigns one per connection (a fresh one at
-    // each reconnect), so no other connection can be addressed as this one
+    // A fresh random routing id for each connection: no other connection can foresee
+    // and take it, and the router never has to number this one itself
     // (docs/protocol.md, "Worker identity").
+    dealer.set(zmq::sockopt::routing_id, NewId("w"));
     if (options_.curve) {
       absl::Status curve = ConfigureCurveClient(dealer.handle(), *options_.curve);
       if (!curve.ok()) {
