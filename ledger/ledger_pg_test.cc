@@ -75,6 +75,14 @@ class LedgerPgTest : public ::testing::Test {
     return report.ok() ? *report : VerifyReport{};
   }
 
+  // Runs `statements` as the owner, in one transaction.
+  void AsOwner(std::initializer_list<const char*> statements) {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    for (const char* sql : statements) tx.exec0(sql);
+    tx.commit();
+  }
+
   long long Count(const std::string& where = "true") {
     pqxx::connection c(url_);
     pqxx::read_transaction tx(c);
@@ -391,15 +399,10 @@ TEST_F(LedgerPgTest, AFailedSpoolWriteIsNeverAcknowledged) {
 // (the router refuses new work with 503 evidence_unavailable), and verify reports the
 // kept events as not in the ledger.
 TEST_F(LedgerPgTest, AnEventTheDatabaseRefusesIsNeverAcknowledged) {
-  {
-    pqxx::connection c(url_);
-    pqxx::work tx(c);
-    tx.exec0("CREATE FUNCTION gantry_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
-             "$$BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'check_violation'; END$$");
-    tx.exec0("CREATE TRIGGER gantry_test_refuse BEFORE INSERT ON ledger_events "
-             "FOR EACH ROW EXECUTE FUNCTION gantry_test_refuse()");
-    tx.commit();
-  }
+  AsOwner({"CREATE FUNCTION gantry_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+           "$$BEGIN RAISE EXCEPTION 'refused' USING ERRCODE = 'check_violation'; END$$",
+           "CREATE TRIGGER gantry_test_refuse BEFORE INSERT ON ledger_events "
+           "FOR EACH ROW EXECUTE FUNCTION gantry_test_refuse()"});
   auto writer = StartWriter();
   uint64_t ticket = 0;
   for (int i = 0; i < 3; ++i) {
@@ -411,13 +414,7 @@ TEST_F(LedgerPgTest, AnEventTheDatabaseRefusesIsNeverAcknowledged) {
   EXPECT_GE(writer->GetStats().dead_letters, 1u);
   EXPECT_EQ(Count(), 0);
   writer.reset();
-  {
-    pqxx::connection c(url_);
-    pqxx::work tx(c);
-    tx.exec0("DROP TRIGGER gantry_test_refuse ON ledger_events");
-    tx.exec0("DROP FUNCTION gantry_test_refuse()");
-    tx.commit();
-  }
+  AsOwner({"DROP TRIGGER gantry_test_refuse ON ledger_events", "DROP FUNCTION gantry_test_refuse()"});
   VerifyReport report = Verify();
   ASSERT_FALSE(report.ok());
   bool named = false;
@@ -431,15 +428,10 @@ TEST_F(LedgerPgTest, AnEventTheDatabaseRefusesIsNeverAcknowledged) {
 // drops rows without an error; the writer counted them committed. Now an event the
 // INSERT did not return, and that is not stored with its mac, is refused.
 TEST_F(LedgerPgTest, AnEventDroppedWithoutAnErrorIsNeverAcknowledged) {
-  {
-    pqxx::connection c(url_);
-    pqxx::work tx(c);
-    tx.exec0("CREATE FUNCTION gantry_test_drop() RETURNS trigger LANGUAGE plpgsql AS "
-             "$$BEGIN RETURN NULL; END$$");
-    tx.exec0("CREATE TRIGGER gantry_test_drop BEFORE INSERT ON ledger_events "
-             "FOR EACH ROW EXECUTE FUNCTION gantry_test_drop()");
-    tx.commit();
-  }
+  AsOwner({"CREATE FUNCTION gantry_test_drop() RETURNS trigger LANGUAGE plpgsql AS "
+           "$$BEGIN RETURN NULL; END$$",
+           "CREATE TRIGGER gantry_test_drop BEFORE INSERT ON ledger_events "
+           "FOR EACH ROW EXECUTE FUNCTION gantry_test_drop()"});
   auto writer = StartWriter();
   uint64_t ticket = 0;
   ASSERT_TRUE(writer->Append({"req_dropped", "t", "router", "{}"}, &ticket).ok());
@@ -447,11 +439,7 @@ TEST_F(LedgerPgTest, AnEventDroppedWithoutAnErrorIsNeverAcknowledged) {
   EXPECT_EQ(durable.code(), absl::StatusCode::kDataLoss) << durable;
   EXPECT_EQ(Count(), 0);
   writer.reset();
-  pqxx::connection c(url_);
-  pqxx::work tx(c);
-  tx.exec0("DROP TRIGGER gantry_test_drop ON ledger_events");
-  tx.exec0("DROP FUNCTION gantry_test_drop()");
-  tx.commit();
+  AsOwner({"DROP TRIGGER gantry_test_drop ON ledger_events", "DROP FUNCTION gantry_test_drop()"});
 }
 
 // Found by a red team: one row the insert-only writer role could add (a negative
