@@ -686,8 +686,8 @@ std::optional<v1::StreamEvent> Gateway::Call::NextFromWorker(int timeout_ms) {
       v1::Terminal* t = event->mutable_terminal();
       t->set_finish_reason(v1::FINISH_ERROR);
       ToProto(ReasonError("evidence_unavailable",
-                          absl::StrCat("the request's evidence could not be made durable: ",
-                                       durable.message())),
+                          "the request's evidence could not be made durable; the router's "
+                          "log says why"),
               t->mutable_status());
       st.held_calls.clear();
       return event;
@@ -840,8 +840,11 @@ absl::Status Gateway::EvidenceHealthy() const {
   if (options_.recorder == nullptr) return absl::OkStatus();
   absl::Status healthy = options_.recorder->Healthy();
   if (healthy.ok()) return healthy;
+  // The database's own text (event ids, table names, an owner's trigger) stays in the
+  // writer's log: clients and the unauthenticated /readyz get the stable code only
+  // (found by a red team).
   return ReasonError("evidence_unavailable",
-                     absl::StrCat("the ledger cannot keep evidence: ", healthy.message()));
+                     "the ledger cannot keep evidence; the router's log says why");
 }
 
 absl::Status Gateway::Ready() const {
