@@ -658,7 +658,11 @@ absl::StatusOr<RunOutcome> RunIsolated(const IsolationSpec& spec, const Privileg
   // The child's set-up takes a few milliseconds; it sends the listener just before it
   // execs bwrap, and bwrap's exec waits for the supervisor. No listener: the child
   // failed and reports why on stderr.
-  std::vector<TrustedExec> trusted = {{bwrap, args}, {kSandboxInit, InitArgv(spec, HostSystemLayout())}};
+  // The init's exec is bwrap's command, as BuildBwrapArgv wrote it (after "--").
+  auto init_at = args.begin() + 1;  // args[0] is "bwrap"
+  while (init_at != args.end() && !(*init_at == kSandboxInit && *(init_at - 1) == "--")) ++init_at;
+  std::vector<TrustedExec> trusted = {{bwrap, args},
+                                      {kSandboxInit, std::vector<std::string>(init_at, args.end())}};
   ExecSupervisor supervisor(spec.supervise_exec ? ReceiveFd(notify_r.get(), 10000) : -1,
                             std::move(trusted),
                             spec.decide_exec ? spec.decide_exec : [](const ExecRequest&) {
