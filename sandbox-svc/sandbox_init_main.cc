@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -171,6 +172,16 @@ void Confine(const Options& o) {
       // Opened as the walk opened it, through no link.
       int fd = OpenBeneath(root, g.path, O_PATH);
       if (fd < 0) continue;  // gone since the walk: nothing granted
+      // Still of the kind the walk saw: a file swapped for a directory since would
+      // otherwise grant every file beneath it (found in review).
+      struct stat st;
+      const bool known = fstat(fd, &st) == 0;
+      const bool is_dir = known && S_ISDIR(st.st_mode);
+      const bool is_file = known && S_ISREG(st.st_mode);
+      if ((g.kind == ReadGrant::kFile && !is_file) || (g.kind != ReadGrant::kFile && !is_dir)) {
+        close(fd);
+        continue;
+      }
       if (!ruleset.Allow(fd, rights, &error)) Fail(g.path + ": " + error);
       close(fd);
     }

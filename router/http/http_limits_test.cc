@@ -226,6 +226,34 @@ TEST(HttpLimits, AFullTableOfSlowHeadsFromManyAddressesMakesRoomForAClient) {
   for (int fd : slow) close(fd);
 }
 
+// Found in review: the table made room before the per-address cap was checked, so a
+// connection its own address's cap refuses still closed someone else's.
+TEST(HttpLimits, AConnectionOverItsAddressCapMakesNoOneGiveUpAPlace) {
+  HttpServerOptions options;
+  options.max_connections = 4;
+  options.max_connections_per_peer = 2;
+  auto server = StartEcho(options);
+  ASSERT_NE(server, nullptr);
+  std::vector<int> held;
+  for (const char* source : {"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"}) {
+    int fd = ConnectFrom(server->port(), source);
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  auto until = Clock::now() + std::chrono::seconds(5);
+  while (server->connection_count() < 4 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server->connection_count(), 4u);
+  int third = ConnectFrom(server->port(), "127.0.0.2");
+  ASSERT_GE(third, 0);
+  EXPECT_NE(ReadUntilClosed(third).find("server_busy"), std::string::npos);
+  close(third);
+  EXPECT_EQ(server->evicted_connections(), 0u);
+  EXPECT_EQ(server->connection_count(), 4u);
+  for (int fd : held) close(fd);
+}
+
 TEST(HttpLimits, ConnectionsPerPeerAddress) {
   HttpServerOptions options;
   options.max_connections_per_peer = 3;

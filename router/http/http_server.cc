@@ -609,6 +609,15 @@ void HttpServer::Impl::Accept() {
       return;
     }
     const uint32_t address = peer.sin_addr.s_addr;
+    // The address's own cap first: a peer it refuses must not make anyone else give up a
+    // place (found in review).
+    if (options_.max_connections_per_peer > 0) {
+      auto it = per_peer_.find(address);
+      if (it != per_peer_.end() && it->second >= options_.max_connections_per_peer) {
+        Refuse(fd, "too many open connections from this address");
+        continue;
+      }
+    }
     if (conns_.size() >= options_.max_connections && waiting_head_.empty()) {
       // Responses a writer ended on its own thread (the loop is told at its next tick)
       // leave their connections waiting for a head too.
@@ -635,13 +644,6 @@ void HttpServer::Impl::Accept() {
     if (conns_.size() >= options_.max_connections) {
       Refuse(fd, "too many open connections");
       continue;
-    }
-    if (options_.max_connections_per_peer > 0) {
-      auto it = per_peer_.find(address);
-      if (it != per_peer_.end() && it->second >= options_.max_connections_per_peer) {
-        Refuse(fd, "too many open connections from this address");
-        continue;
-      }
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
