@@ -13,10 +13,6 @@ namespace {
 
 constexpr int kPage = 5000;
 
-}  // namespace
-
-namespace {
-
 // A BIGINT column as stored; NULL is 0. Negative values are kept (wrapped) here and
 // reported by RowOutOfRange: the row was not written by a writer, and must not stop
 // verification (found by a red team: one such row made every verify fail with INTERNAL).

@@ -21,18 +21,21 @@ std::string LiteralPrefix(const std::string& glob) {
   return glob.substr(0, glob.find_first_of("*?"));
 }
 
-bool IsTreeGlobOver(const std::string& glob, const std::string& dir) {
-  if (glob.size() < 3 || glob.compare(glob.size() - 3, 3, "/**") != 0) return false;
-  const std::string prefix = glob.substr(0, glob.size() - 3);
-  if (prefix.find_first_of("*?") != std::string::npos) return false;
-  if (dir == prefix) return true;
-  if (prefix.empty()) return !dir.empty() && dir[0] == '/';  // "/**": everything
-  return dir.size() > prefix.size() && dir.compare(0, prefix.size(), prefix) == 0 &&
-         dir[prefix.size()] == '/';
-}
-
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Whether `glob` is PREFIX/** with no wildcard in PREFIX ("" for "/**"); sets *prefix.
+bool LiteralTree(const std::string& glob, std::string* prefix) {
+  if (glob.size() < 3 || glob.compare(glob.size() - 3, 3, "/**") != 0) return false;
+  *prefix = glob.substr(0, glob.size() - 3);
+  return prefix->find_first_of("*?") == std::string::npos;
+}
+
+bool IsTreeGlobOver(const std::string& glob, const std::string& dir) {
+  std::string prefix;
+  if (!LiteralTree(glob, &prefix)) return false;
+  return dir == prefix || StartsWith(dir, prefix + "/");
 }
 
 std::string Join(const std::string& root, const std::string& rel) {
@@ -42,10 +45,8 @@ std::string Join(const std::string& root, const std::string& rel) {
 bool GlobWithin(const std::string& glob, const std::string& outer) {
   if (glob == outer) return true;
   if (glob.find_first_of("*?") == std::string::npos) return policy::GlobMatch(outer, glob);
-  if (outer.size() < 3 || outer.compare(outer.size() - 3, 3, "/**") != 0) return false;
-  const std::string prefix = outer.substr(0, outer.size() - 3);
-  if (prefix.find_first_of("*?") != std::string::npos) return false;
-  return StartsWith(LiteralPrefix(glob), prefix + "/");
+  std::string prefix;
+  return LiteralTree(outer, &prefix) && StartsWith(LiteralPrefix(glob), prefix + "/");
 }
 
 }  // namespace

@@ -125,6 +125,13 @@ ExecVerdict ExecVerdictOf(const CommandDecision& d, const ExecRequest& x) {
   return {true, d.rule_id, ""};
 }
 
+// What bounds the workspace reads of the programs of a decided chain (read_scope.h).
+ReadScope ReadScopeOf(const CommandRuleSet& rules, const std::vector<std::string>& chain) {
+  ReadScope scope;
+  for (const std::string& program : chain) rules.AppendReadScope(program, &scope);
+  return scope;
+}
+
 // The executables `principal`'s command grants name and no deny removes.
 std::vector<std::string> GrantedPrograms(const policy::Snapshot& snapshot,
                                          const std::string& principal) {
@@ -289,7 +296,7 @@ void RunExec(Call& c) {
     // What the operand globs allow of the workspace is also what the kernel lets every
     // program of the call read (Landlock: read_scope.h): sed '1r FILE', awk's getline,
     // python3 -c open(...) cannot reach past them.
-    for (const std::string& program : d.chain) rules->AppendReadScope(program, &spec.read_scope);
+    spec.read_scope = ReadScopeOf(*rules, d.chain);
     // The same rules decide every exec inside, with the argv each process really passes.
     // A program started inside runs in the call's Landlock domain, which can only be
     // narrowed by itself, never by the service: one whose own operand globs allow less
@@ -310,8 +317,7 @@ void RunExec(Call& c) {
       CommandDecision d = DecideCommand(*rules, x.argv, x.cwd, resolver);
       ExecVerdict verdict = ExecVerdictOf(d, x);
       if (!verdict.allowed) return verdict;
-      ReadScope own;
-      for (const std::string& program : d.chain) rules->AppendReadScope(program, &own);
+      ReadScope own = ReadScopeOf(*rules, d.chain);
       for (auto& any_of : own.all_of) any_of.insert(any_of.end(), granted.begin(), granted.end());
       if (!ScopeWithin(domain, own)) {
         return ExecVerdict{false, "exec_scope",

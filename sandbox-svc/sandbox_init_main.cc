@@ -17,7 +17,7 @@
 // Usage (built by the service: isolation.cc, InitArgv):
 //   gantry-sandbox-init --cpu=N --as=N --nproc=N --fsize=N --nofile=N --core=N
 //       [--exec-tree DIR]... [--read-tree DIR]... [--device-tree DIR]...
-//       [--write-tree DIR]... [--workspace DIR [--workspace-exec] [--exec-file FILE]...
+//       [--write-tree DIR]... [--workspace DIR [--workspace-exec]
 //       [--read-one-of N GLOB...]...] [--landlock=required|best-effort] -- ARGV...
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +46,7 @@ constexpr int kSetupFailed = 125;
 
 struct Options {
   std::vector<std::pair<int, rlim_t>> limits;
-  std::vector<std::string> exec_trees, read_trees, device_trees, write_trees, exec_files;
+  std::vector<std::string> exec_trees, read_trees, device_trees, write_trees;
   std::string workspace;
   bool workspace_exec = false;
   ReadScope scope;
@@ -102,8 +102,6 @@ Options Parse(int argc, char** argv) {
       o.device_trees.push_back(value("--device-tree"));
     } else if (a == "--write-tree") {
       o.write_trees.push_back(value("--write-tree"));
-    } else if (a == "--exec-file") {
-      o.exec_files.push_back(value("--exec-file"));
     } else if (a == "--workspace") {
       o.workspace = value("--workspace");
     } else if (a == "--workspace-exec") {
@@ -158,7 +156,6 @@ void Confine(const Options& o) {
     AllowTree(ruleset, t, kRead | kWriteFile | kTruncate | kIoctlDev, false);
   }
   for (const auto& t : o.write_trees) AllowTree(ruleset, t, kAll, true);
-  for (const auto& f : o.exec_files) AllowTree(ruleset, f, kReadFile | kExecute, true);
   if (!o.workspace.empty()) {
     if (o.workspace_exec) AllowTree(ruleset, o.workspace, kExecute, true);
     ReadPlan plan = PlanReads(o.workspace, o.scope);

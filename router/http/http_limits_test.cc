@@ -102,6 +102,15 @@ std::string ReadUntilClosed(int fd) {
   return received;
 }
 
+// Waits up to 5 s until `server` holds `count` connections; true when it does.
+bool WaitForConnections(const HttpServer& server, size_t count) {
+  auto until = Clock::now() + std::chrono::seconds(5);
+  while (server.connection_count() < count && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return server.connection_count() == count;
+}
+
 // Sends `drip` on `fd` every 50 ms (never blocking) until destroyed.
 class Dripper {
  public:
@@ -205,11 +214,7 @@ TEST(HttpLimits, AFullTableOfSlowHeadsFromManyAddressesMakesRoomForAClient) {
       slow.push_back(fd);
     }
   }
-  auto until = Clock::now() + std::chrono::seconds(5);
-  while (server->connection_count() < 400 && Clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(server->connection_count(), 400u);
+  ASSERT_TRUE(WaitForConnections(*server, 400)) << server->connection_count();
   int answered = 0;
   for (int i = 0; i < 20; ++i) {
     auto client = TestHttpClient::Connect(server->port());
@@ -240,11 +245,7 @@ TEST(HttpLimits, AConnectionOverItsAddressCapMakesNoOneGiveUpAPlace) {
     ASSERT_GE(fd, 0);
     held.push_back(fd);
   }
-  auto until = Clock::now() + std::chrono::seconds(5);
-  while (server->connection_count() < 4 && Clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_EQ(server->connection_count(), 4u);
+  ASSERT_TRUE(WaitForConnections(*server, 4)) << server->connection_count();
   int third = ConnectFrom(server->port(), "127.0.0.2");
   ASSERT_GE(third, 0);
   EXPECT_NE(ReadUntilClosed(third).find("server_busy"), std::string::npos);
