@@ -585,6 +585,10 @@ bool Gateway::Call::done() const {
   return s_->done && s_->released.empty() && s_->ready.empty();
 }
 
+bool Gateway::Call::holding() const {
+  return s_->sentences != nullptr && s_->sentences->holding();
+}
+
 void Gateway::Call::OnEvents(std::function<bool()> ready) {
   s_->queue->SetConsumer(std::move(ready));
 }

@@ -240,6 +240,10 @@ class Gateway {
     void OnEvents(std::function<bool()> ready);
     void Cancel(const std::string& reason);
     bool done() const;
+    // Whether Next holds back text of an open sentence (accessibility): it releases it
+    // after kSentenceHoldMaxMs of silence, at a call of Next; a consumer that reads with
+    // Next(0) from OnEvents calls Next again by then (no event may come to wake it).
+    bool holding() const;
 
    private:
     friend class Gateway;

@@ -1,22 +1,32 @@
 #include "router/grpc_gateway.h"
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
+#include <pthread.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "gantry/v1/gateway.grpc.pb.h"
-#include "grpc/health/v1/health.grpc.pb.h"
+#include "common/thread_pool.h"
+#include "gantry/v1/gateway.pb.h"
+#include "grpc/health/v1/health.pb.h"
 #include "policy/policy_decide.h"
+#include "router/broker/broker.h"
 #include "router/gateway.h"
 #include "router/grpc_chat_request.h"
 #include "router/http/error_response.h"
@@ -25,12 +35,34 @@
 namespace gantry::router {
 namespace {
 
-// Threads of the synchronous server (a Chat call holds one until its Terminal), as many
-// as the HTTP server's handler pool may grow to; beyond them gRPC answers
-// RESOURCE_EXHAUSTED itself.
-constexpr int kMaxThreads = 4096;
+namespace health = grpc::health::v1;
 
-std::string MetadataValue(const grpc::ServerContext& ctx, const char* key) {
+// How often a health Watch looks at the gateway's readiness.
+constexpr int kWatchPollMs = 200;
+
+// The methods of the listener, by their HTTP/2 :path. Anything else is UNIMPLEMENTED.
+enum class Method { kUnknown, kChat, kListModels, kCancel, kHealthCheck, kHealthWatch };
+
+Method MethodOf(const std::string& path) {
+  static const auto* const kPaths = new std::vector<std::pair<std::string, Method>>{
+      {"/gantry.v1.Gateway/Chat", Method::kChat},
+      {"/gantry.v1.Gateway/ListModels", Method::kListModels},
+      {"/gantry.v1.Gateway/Cancel", Method::kCancel},
+      {"/grpc.health.v1.Health/Check", Method::kHealthCheck},
+      {"/grpc.health.v1.Health/Watch", Method::kHealthWatch},
+  };
+  for (const auto& [p, m] : *kPaths) {
+    if (p == path) return m;
+  }
+  return Method::kUnknown;
+}
+
+// gantry.v1.Gateway's methods need a key; grpc.health.v1.Health is open, like /readyz.
+bool NeedsKey(Method m) {
+  return m == Method::kChat || m == Method::kListModels || m == Method::kCancel;
+}
+
+std::string MetadataValue(const grpc::ServerContextBase& ctx, const char* key) {
   auto it = ctx.client_metadata().find(key);
   if (it == ctx.client_metadata().end()) return "";
   return std::string(it->second.data(), it->second.size());
@@ -45,207 +77,581 @@ std::string MetadataSafe(absl::string_view value) {
   return out;
 }
 
-// A refusal before admission: the reason's canonical code (the error table's code is
-// an absl::StatusCode, numerically the gRPC code), "<reason>: <message>", and the
-// reason, retry hint and policy headers as trailing metadata.
-grpc::Status Refuse(Gateway* gateway, grpc::ServerContext* ctx, const absl::Status& status,
-                    const http::HeaderList& headers = {}) {
-  const std::string reason = http::ErrorCodeOf(status);
-  gateway->metrics().Error(reason);
-  ctx->AddTrailingMetadata("x-gantry-error-code", reason);
-  if (RetryAfterMs(status) > 0) {
-    ctx->AddTrailingMetadata("x-gantry-retry-after-ms", std::to_string(RetryAfterMs(status)));
-  }
-  for (const auto& [name, value] : headers) ctx->AddTrailingMetadata(name, MetadataSafe(value));
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      absl::StrCat(reason, ": ", status.message()));
+// One request message out of the bytes gRPC read (at most max_receive_message_bytes).
+template <typename Message>
+bool ParseMessage(grpc::ByteBuffer* bytes, Message* out) {
+  return grpc::SerializationTraits<Message>::Deserialize(bytes, out).ok();
 }
 
-// The longest wait between two looks at a silent stream's client (see Chat).
-constexpr int kMaxIdlePollMs = 80;
+template <typename Message>
+grpc::ByteBuffer SerializeMessage(const Message& message) {
+  grpc::ByteBuffer bytes;
+  bool own_buffer = false;
+  grpc::SerializationTraits<Message>::Serialize(message, &bytes, &own_buffer);
+  return bytes;
+}
 
-class GatewayService final : public v1::Gateway::Service {
+class ChatStream;
+
+// Looks again, every kHoldLookMs, at the Chat streams whose Call holds back text of an
+// open sentence (accessibility): it is released after a silence, and no event may come
+// to make the stream look (Gateway::Call::holding).
+class HoldTicker {
  public:
-  GatewayService(Gateway* gateway, int cancel_poll_ms)
-      : gateway_(gateway), poll_ms_(cancel_poll_ms) {}
+  HoldTicker() = default;
+  ~HoldTicker();
+  HoldTicker(const HoldTicker&) = delete;
+  HoldTicker& operator=(const HoldTicker&) = delete;
+  void Add(std::weak_ptr<ChatStream> stream);
 
-  grpc::Status Chat(grpc::ServerContext* ctx, const v1::ChatRequest* request,
-                    grpc::ServerWriter<v1::StreamEvent>* writer) override {
-    const int64_t received_us = gateway_->clock()->UnixMicros();
-    std::shared_ptr<const policy::Snapshot> snapshot = gateway_->policy();
-    auto principal = gateway_->AuthenticateKey(*snapshot, MetadataValue(*ctx, "authorization"));
-    if (!principal.ok()) return Refuse(gateway_, ctx, principal.status());
-    auto checked = CheckGrpcChatRequest(*request);
-    if (!checked.ok()) return Refuse(gateway_, ctx, checked.status());
-    const bool include_usage = checked->include_usage;
-    Gateway::ChatInput input;
-    input.api = "grpc";
-    input.user_agent = MetadataValue(*ctx, "user-agent");
-    input.request = std::move(checked->request);
-    input.has_max_tokens = checked->has_max_tokens;
-    input.received_us = received_us;
-    // gRPC's "no deadline" is a time point far in the future: only a real one counts.
-    const auto deadline = ctx->deadline();
-    if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 366)) {
-      input.client_deadline_unix_ms = static_cast<uint64_t>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch())
-                 .count()));
-    }
-    http::HeaderList headers;
-    auto admitted = gateway_->Admit(snapshot, *principal, std::move(input), &headers);
-    if (!admitted.ok()) return Refuse(gateway_, ctx, admitted.status(), headers);
-    // Destroying the Call before its Terminal cancels the request on the worker: every
-    // early return below is a cancel.
-    std::unique_ptr<Gateway::Call> call = std::move(*admitted);
-    for (const auto& [name, value] : call->headers()) {
-      ctx->AddInitialMetadata(name, MetadataSafe(value));
-    }
-    uint64_t seq = 0;
-    v1::StreamEvent first;
-    first.set_request_id(call->request_id());
-    first.set_seq(seq);
-    first.mutable_admitted()->set_priority(call->priority());
-    if (!writer->Write(first)) return ClientGone(*call);
-    // The client's cancellation is polled: every poll_ms_ while events flow (so a cancel
-    // reaches the worker within one decode step), backing off to kMaxIdlePollMs while the
-    // request is queued or in prefill, where thousands of waiting streams would
-    // otherwise wake 100 times a second each.
-    int wait_ms = poll_ms_;
-    while (true) {
-      if (ctx->IsCancelled()) return ClientGone(*call);
-      std::optional<v1::StreamEvent> event = call->Next(wait_ms);
-      if (!event) {
-        wait_ms = std::min(wait_ms * 2, std::max(poll_ms_, kMaxIdlePollMs));
-        continue;
-      }
-      wait_ms = poll_ms_;
-      if (event->has_usage()) continue;  // Terminal.usage is authoritative
-      const bool last = event->has_terminal();
-      if (last && include_usage) {
-        v1::StreamEvent usage;
-        usage.set_request_id(call->request_id());
-        usage.set_seq(++seq);
-        *usage.mutable_usage() = event->terminal().usage();
-        if (!writer->Write(usage)) return ClientGone(*call);
-      }
-      event->set_seq(++seq);
-      if (last) {
-        // The Terminal goes out with the call's end (one write fewer).
-        writer->WriteLast(*event, grpc::WriteOptions());
-        return grpc::Status::OK;
-      }
-      if (!writer->Write(*event)) return ClientGone(*call);
-    }
+ private:
+  static constexpr int kHoldLookMs = 100;
+  void Run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<std::weak_ptr<ChatStream>> streams_;
+  std::thread thread_;  // started by the first Add
+};
+
+struct ListenerState {
+  Gateway* gateway;
+  GrpcGatewayOptions options;
+  std::atomic<int> streams{0};   // Chat calls past their authentication
+  std::atomic<int> watchers{0};  // health Watch calls
+  HoldTicker ticker;
+  // Where Chat calls are checked and admitted (Admit renders and counts the prompt: too
+  // long for gRPC's callback threads); a thread is busy only for that.
+  ThreadPool admission{"grpc-admit", 4, 4096};
+};
+
+class CallReactor;
+
+// The events of one admitted Chat call on their way to its client: shared by the
+// call's reactor, the Call's event consumer (run where the events are delivered: the
+// broker's thread) and the hold ticker. It writes one message at a time, started by
+// whichever of them finds the last write done, so no thread waits for a stream. Its
+// states:
+//
+//   streaming  events are queued and written in order;
+//   gone       the client went away (OnCancel, a failed write): the request is
+//              cancelled on its worker, what is queued is dropped, and the stream still
+//              waits for the Terminal (every admitted request has a recorded outcome);
+//   ended      the Terminal was written with the call's end, or (gone) the call ended
+//              CANCELLED once the Terminal was taken and no write was in flight. The
+//              reactor may be gone from here on: nothing touches it.
+class ChatStream : public std::enable_shared_from_this<ChatStream> {
+ public:
+  ChatStream(CallReactor* reactor, std::unique_ptr<Gateway::Call> call, broker::Broker* broker,
+             bool include_usage)
+      : reactor_(reactor), broker_(broker), request_id_(call->request_id()),
+        include_usage_(include_usage), call_(std::move(call)) {}
+
+  // Queues the admitted event (seq 0) and hands the Call's events to Pump.
+  void Start(HoldTicker* ticker);
+  // Takes what the Call has ready (Next(0)); true once its Terminal was taken.
+  bool Pump();
+  // The hold ticker's look: Pump, then whether the Call still holds text.
+  bool Tick();
+  void WriteDone(bool ok);
+  void ClientGone();
+
+ private:
+  enum class State { kStreaming, kGone, kEnded };
+  enum class Action { kNone, kWrite, kWriteLast, kEndCancelled };
+  // Under mu_: the next step, taken by Act outside the lock (gRPC may run a reaction
+  // inline, and the broker's Cancel may deliver the Terminal at once).
+  Action NextLocked();
+  void Act(Action action);
+  void CancelOnWorker();
+
+  std::mutex mu_;
+  CallReactor* const reactor_;
+  broker::Broker* const broker_;
+  const std::string request_id_;
+  const bool include_usage_;
+  HoldTicker* ticker_ = nullptr;
+  std::unique_ptr<Gateway::Call> call_;  // until its Terminal is taken
+  State state_ = State::kStreaming;
+  std::deque<v1::StreamEvent> outbox_;
+  bool terminal_taken_ = false;
+  bool writing_ = false;
+  bool ticking_ = false;  // on the hold ticker's list
+  uint64_t seq_ = 0;
+  grpc::ByteBuffer in_flight_;  // the message being written
+};
+
+// One call, from its initial metadata to its end, in four steps (docs/protocol.md,
+// section 7):
+//
+//   authenticate     only the initial metadata has arrived (gRPC reads no message for a
+//                    generic service): the method is looked up, a gantry.v1.Gateway
+//                    call's key is checked, the Chat stream or Watch cap is taken. A
+//                    refusal here is sent at once: the request message is never read.
+//   read             the one request message is read (StartRead).
+//   serve            a unary method answers from the read callback. Chat is checked and
+//                    admitted on an admission pool thread (Admit renders and counts
+//                    the prompt: too long for gRPC's callback threads), then streams as
+//                    a ChatStream; Watch waits on a thread of its own.
+//   end              Finish (or StartWriteAndFinish) was called and the call's Chat or
+//                    Watch place given back; OnDone deletes the reactor once gRPC is done
+//                    with it.
+//
+// Cancellation (the client's cancel, deadline or disconnect, or the server stopping)
+// arrives as OnCancel, on any thread.
+class CallReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  CallReactor(ListenerState* listener, grpc::GenericCallbackServerContext* ctx)
+      : listener_(listener), gateway_(listener->gateway), ctx_(ctx),
+        method_(MethodOf(ctx->method())), received_us_(gateway_->clock()->UnixMicros()) {
+    Authenticate();
   }
 
-  grpc::Status ListModels(grpc::ServerContext* ctx, const v1::ListModelsRequest*,
-                          v1::ListModelsResponse* response) override {
-    std::shared_ptr<const policy::Snapshot> snapshot = gateway_->policy();
-    auto principal = gateway_->AuthenticateKey(*snapshot, MetadataValue(*ctx, "authorization"));
-    if (!principal.ok()) return Refuse(gateway_, ctx, principal.status());
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The client half-closed (or went away) without a request message.
+      Refuse(ReasonError("invalid_request", "the call carried no request message"));
+      return;
+    }
+    switch (method_) {
+      case Method::kChat: {
+        auto chat = std::make_unique<v1::ChatRequest>();
+        if (!ParseMessage(&request_, chat.get())) return RefuseUnparsed("gantry.v1.ChatRequest");
+        request_.Clear();
+        std::shared_ptr<v1::ChatRequest> shared(std::move(chat));
+        listener_->admission.Run([this, shared] { AdmitChat(*shared); });
+        return;
+      }
+      case Method::kListModels: {
+        v1::ListModelsRequest request;
+        if (!ParseMessage(&request_, &request)) return RefuseUnparsed("gantry.v1.ListModelsRequest");
+        return Reply(ListModels());
+      }
+      case Method::kCancel: {
+        v1::CancelRequest request;
+        if (!ParseMessage(&request_, &request)) return RefuseUnparsed("gantry.v1.CancelRequest");
+        v1::CancelResponse response;
+        response.set_cancelled(gateway_->CancelOwned(principal_, request.request_id(),
+                                                     "cancelled by the client (gRPC Cancel)"));
+        return Reply(response);
+      }
+      case Method::kHealthCheck: {
+        health::HealthCheckRequest request;
+        if (!ParseMessage(&request_, &request)) return RefuseUnparsed("grpc.health.v1.HealthCheckRequest");
+        if (!KnownService(request.service())) {
+          return End(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service"));
+        }
+        health::HealthCheckResponse response;
+        response.set_status(Serving());
+        return Reply(response);
+      }
+      case Method::kHealthWatch: {
+        health::HealthCheckRequest request;
+        if (!ParseMessage(&request_, &request)) return RefuseUnparsed("grpc.health.v1.HealthCheckRequest");
+        std::thread([this, known = KnownService(request.service())] { ServeWatch(known); })
+            .detach();
+        return;
+      }
+      case Method::kUnknown:
+        break;
+    }
+    End(grpc::Status(grpc::StatusCode::INTERNAL, "unreachable"));
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (method_ == Method::kChat) return stream_->WriteDone(ok);
+    std::lock_guard<std::mutex> lock(mu_);
+    write_pending_ = false;
+    write_ok_ = ok;
+    cv_.notify_all();
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<ChatStream> stream;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancelled_ = true;
+      stream = stream_;
+    }
+    if (stream != nullptr) stream->ClientGone();
+  }
+
+  void OnDone() override { delete this; }
+
+  // The end of the call. Nothing may touch the reactor after it: OnDone may delete it
+  // on another thread at once.
+  void End(const grpc::Status& status) {
+    Release();
+    Finish(status);
+  }
+  // The end with a last message (a unary answer, a stream's Terminal), which must stay
+  // unchanged until OnDone.
+  void EndWith(const grpc::ByteBuffer* last) {
+    Release();
+    StartWriteAndFinish(last, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+ private:
+  void Authenticate() {
+    if (method_ == Method::kUnknown) {
+      return End(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                              absl::StrCat("unknown method ", MetadataSafe(ctx_->method()))));
+    }
+    if (NeedsKey(method_)) {
+      snapshot_ = gateway_->policy();
+      auto principal = gateway_->AuthenticateKey(*snapshot_, MetadataValue(*ctx_, "authorization"));
+      if (!principal.ok()) return Refuse(principal.status());
+      principal_ = std::move(*principal);
+    }
+    if (method_ == Method::kChat) {
+      // A Chat call holds a place until its Terminal: only so many at once.
+      if (listener_->streams.fetch_add(1) >= listener_->options.max_streams) {
+        listener_->streams.fetch_sub(1);
+        return Refuse(WithRetryAfter(
+            ReasonError("server_busy", "too many gRPC Chat calls on this router"), 1000));
+      }
+      holds_ = &listener_->streams;
+    } else if (method_ == Method::kHealthWatch) {
+      // Unauthenticated, and a thread each while it waits: only so many at once.
+      if (listener_->watchers.fetch_add(1) >= listener_->options.max_health_watchers) {
+        listener_->watchers.fetch_sub(1);
+        return End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                "server_busy: too many health watchers"));
+      }
+      holds_ = &listener_->watchers;
+    }
+    StartRead(&request_);
+  }
+
+  // Gives back the Chat or Watch place this call holds.
+  void Release() {
+    if (holds_ != nullptr) holds_->fetch_sub(1);
+    holds_ = nullptr;
+  }
+
+  // A refusal: the reason's canonical code (the error table's code is an
+  // absl::StatusCode, numerically the gRPC code), "<reason>: <message>", and the reason,
+  // retry hint and policy headers as trailing metadata.
+  void Refuse(const absl::Status& status, const http::HeaderList& headers = {}) {
+    const std::string reason = http::ErrorCodeOf(status);
+    gateway_->metrics().Error(reason);
+    ctx_->AddTrailingMetadata("x-gantry-error-code", reason);
+    if (RetryAfterMs(status) > 0) {
+      ctx_->AddTrailingMetadata("x-gantry-retry-after-ms", std::to_string(RetryAfterMs(status)));
+    }
+    for (const auto& [name, value] : headers) ctx_->AddTrailingMetadata(name, MetadataSafe(value));
+    End(grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                     absl::StrCat(reason, ": ", status.message())));
+  }
+  void RefuseUnparsed(const char* type) {
+    Refuse(ReasonError("invalid_request", absl::StrCat("the message is not a ", type)));
+  }
+
+  template <typename Message>
+  void Reply(const Message& response) {
+    response_ = SerializeMessage(response);
+    EndWith(&response_);
+  }
+
+  v1::ListModelsResponse ListModels() {
+    v1::ListModelsResponse response;
     for (const auto& [name, entry] : gateway_->models()) {
-      if (!policy::ModelGranted(*snapshot, *principal, name)) continue;
+      if (!policy::ModelGranted(*snapshot_, principal_, name)) continue;
       std::optional<Gateway::ModelFacts> facts = gateway_->FactsOf(name);
       if (!facts) continue;
-      v1::ModelInfo* info = response->add_models();
+      v1::ModelInfo* info = response.add_models();
       info->set_name(name);
       info->set_context_length(facts->context_length);
       info->set_default_max_tokens(facts->default_max_tokens);
       info->set_tool_protocol(facts->tool_protocol);
       info->set_live_workers(gateway_->broker()->LiveWorkerCount(name));
     }
-    return grpc::Status::OK;
+    return response;
   }
 
-  grpc::Status Cancel(grpc::ServerContext* ctx, const v1::CancelRequest* request,
-                      v1::CancelResponse* response) override {
-    auto principal =
-        gateway_->AuthenticateKey(*gateway_->policy(), MetadataValue(*ctx, "authorization"));
-    if (!principal.ok()) return Refuse(gateway_, ctx, principal.status());
-    response->set_cancelled(gateway_->CancelOwned(*principal, request->request_id(),
-                                                  "cancelled by the client (gRPC Cancel)"));
-    return grpc::Status::OK;
-  }
-
- private:
-  // The client cancelled the call, its deadline passed or it disconnected.
-  static grpc::Status ClientGone(Gateway::Call& call) {
-    call.Cancel("the gRPC client went away");
-    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled: the client went away");
-  }
-
-  Gateway* gateway_;
-  const int poll_ms_;
-};
-
-// grpc.health.v1.Health, unauthenticated like /readyz: the server as a whole ("") and
-// gantry.v1.Gateway are SERVING while the gateway is ready (Gateway::Ready: some worker
-// is live and the ledger can keep evidence), else NOT_SERVING; any other
-// service is unknown (Check: NOT_FOUND, Watch: SERVICE_UNKNOWN).
-class HealthService final : public grpc::health::v1::Health::Service {
- public:
-  using Status = grpc::health::v1::HealthCheckResponse;
-
-  HealthService(Gateway* gateway, int max_watchers)
-      : gateway_(gateway), max_watchers_(max_watchers) {}
-
-  grpc::Status Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* request,
-                     Status* response) override {
-    if (!Known(request->service())) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service");
+  // Chat, on an admission thread: the request check and Admit, then the stream.
+  void AdmitChat(const v1::ChatRequest& request) {
+    auto checked = CheckGrpcChatRequest(request);
+    if (!checked.ok()) return Refuse(checked.status());
+    const bool include_usage = checked->include_usage;
+    Gateway::ChatInput input;
+    input.api = "grpc";
+    input.user_agent = MetadataValue(*ctx_, "user-agent");
+    input.request = std::move(checked->request);
+    input.has_max_tokens = checked->has_max_tokens;
+    input.received_us = received_us_;
+    // gRPC's "no deadline" is a time point far in the future: only a real one counts.
+    const auto deadline = ctx_->deadline();
+    if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 366)) {
+      input.client_deadline_unix_ms = static_cast<uint64_t>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch())
+                 .count()));
     }
-    response->set_status(Current());
-    return grpc::Status::OK;
+    http::HeaderList headers;
+    auto admitted = gateway_->Admit(snapshot_, principal_, std::move(input), &headers);
+    if (!admitted.ok()) return Refuse(admitted.status(), headers);
+    for (const auto& [name, value] : (*admitted)->headers()) {
+      ctx_->AddInitialMetadata(name, MetadataSafe(value));
+    }
+    auto stream = std::make_shared<ChatStream>(this, std::move(*admitted), gateway_->broker(),
+                                               include_usage);
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ = stream;
+      cancelled = cancelled_;
+    }
+    stream->Start(&listener_->ticker);
+    if (cancelled) stream->ClientGone();
   }
 
-  // Sends the status at once and again whenever it changes (looked at every 200 ms)
-  // until the client goes away or the server stops.
-  grpc::Status Watch(grpc::ServerContext* ctx,
-                     const grpc::health::v1::HealthCheckRequest* request,
-                     grpc::ServerWriter<Status>* writer) override {
-    // Unauthenticated, and a thread each while it waits: only so many at once.
-    if (watchers_.fetch_add(1) >= max_watchers_) {
-      watchers_.fetch_sub(1);
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "server_busy: too many health watchers");
+  // One Watch message, from its thread; false once the client is gone.
+  bool WriteAndWait(const health::HealthCheckResponse& message) {
+    response_ = SerializeMessage(message);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      write_pending_ = true;
     }
-    struct Leave {
-      std::atomic<int>* n;
-      ~Leave() { n->fetch_sub(1); }
-    } leave{&watchers_};
-    const bool known = Known(request->service());
-    Status::ServingStatus sent = Status::UNKNOWN;
-    while (!ctx->IsCancelled()) {
-      Status::ServingStatus now = known ? Current() : Status::SERVICE_UNKNOWN;
+    StartWrite(&response_);  // OnWriteDone may run before it returns
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !write_pending_; });
+    return write_ok_ && !cancelled_;
+  }
+
+  // Watch, on its own thread: the status at once and again whenever it changes, until
+  // the client goes away or the server stops.
+  void ServeWatch(bool known) {
+    health::HealthCheckResponse::ServingStatus sent = health::HealthCheckResponse::UNKNOWN;
+    while (!Cancelled()) {
+      health::HealthCheckResponse::ServingStatus now =
+          known ? Serving() : health::HealthCheckResponse::SERVICE_UNKNOWN;
       if (now != sent) {
-        Status response;
+        health::HealthCheckResponse response;
         response.set_status(now);
-        if (!writer->Write(response)) break;
+        if (!WriteAndWait(response)) break;
         sent = now;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(kWatchPollMs));
     }
-    return grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended");
+    End(grpc::Status(grpc::StatusCode::CANCELLED, "the watch ended"));
+  }
+
+  bool Cancelled() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+  }
+  static bool KnownService(const std::string& service) {
+    return service.empty() || service == "gantry.v1.Gateway";
+  }
+  health::HealthCheckResponse::ServingStatus Serving() const {
+    return gateway_->Ready().ok() ? health::HealthCheckResponse::SERVING
+                                  : health::HealthCheckResponse::NOT_SERVING;
+  }
+
+  ListenerState* const listener_;
+  Gateway* const gateway_;
+  grpc::GenericCallbackServerContext* const ctx_;
+  const Method method_;
+  const int64_t received_us_;
+  std::shared_ptr<const policy::Snapshot> snapshot_;
+  std::string principal_;
+  std::atomic<int>* holds_ = nullptr;  // the cap this call counts against, if any
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;  // a unary answer, or the Watch message being written
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool cancelled_ = false;                // guarded by mu_
+  std::shared_ptr<ChatStream> stream_;    // guarded by mu_; set once, after admission
+  bool write_pending_ = false;            // guarded by mu_ (Watch)
+  bool write_ok_ = true;                  // guarded by mu_ (Watch)
+};
+
+void ChatStream::Start(HoldTicker* ticker) {
+  Gateway::Call* call;
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ticker_ = ticker;
+    call = call_.get();
+    v1::StreamEvent first;
+    first.set_request_id(request_id_);
+    first.set_seq(0);
+    first.mutable_admitted()->set_priority(call->priority());
+    outbox_.push_back(std::move(first));
+    action = NextLocked();
+  }
+  Act(action);
+  // From here Pump may take the Terminal and drop the Call on the broker's thread, even
+  // before OnEvents returns.
+  call->OnEvents([self = shared_from_this()] { return self->Pump(); });
+}
+
+bool ChatStream::Pump() {
+  std::unique_ptr<Gateway::Call> finished;  // dropped outside the lock
+  bool tick = false;
+  bool taken;
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (call_ == nullptr) return true;
+    while (std::optional<v1::StreamEvent> event = call_->Next(0)) {
+      if (event->has_usage()) continue;  // Terminal.usage is authoritative
+      const bool last = event->has_terminal();
+      if (state_ == State::kStreaming) {
+        if (last && include_usage_) {
+          v1::StreamEvent usage;
+          usage.set_request_id(request_id_);
+          usage.set_seq(++seq_);
+          *usage.mutable_usage() = event->terminal().usage();
+          outbox_.push_back(std::move(usage));
+        }
+        event->set_seq(++seq_);
+        outbox_.push_back(std::move(*event));
+      }
+      if (last) {
+        // Next returns the Terminal once the outcome is recorded: the Call is done.
+        terminal_taken_ = true;
+        finished = std::move(call_);
+        break;
+      }
+    }
+    if (call_ != nullptr && !ticking_ && call_->holding()) tick = ticking_ = true;
+    taken = terminal_taken_;
+    action = NextLocked();
+  }
+  finished.reset();
+  if (tick) ticker_->Add(weak_from_this());
+  Act(action);
+  return taken;
+}
+
+bool ChatStream::Tick() {
+  Pump();
+  std::lock_guard<std::mutex> lock(mu_);
+  ticking_ = call_ != nullptr && call_->holding();
+  return ticking_;
+}
+
+void ChatStream::WriteDone(bool ok) {
+  bool gone = false;
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok && state_ == State::kStreaming) {
+      state_ = State::kGone;
+      outbox_.clear();
+      gone = true;
+    }
+    action = NextLocked();
+  }
+  if (gone) CancelOnWorker();
+  Act(action);
+}
+
+void ChatStream::ClientGone() {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kStreaming) return;
+    state_ = State::kGone;
+    outbox_.clear();
+    action = NextLocked();
+  }
+  CancelOnWorker();
+  Act(action);
+}
+
+void ChatStream::CancelOnWorker() {
+  // By id, not through the Call (Pump may be dropping it); the broker ignores an id
+  // that finished in between.
+  broker_->Cancel(request_id_, "the gRPC client went away");
+}
+
+ChatStream::Action ChatStream::NextLocked() {
+  if (writing_ || state_ == State::kEnded) return Action::kNone;
+  if (state_ == State::kGone) {
+    if (!terminal_taken_) return Action::kNone;
+    state_ = State::kEnded;
+    return Action::kEndCancelled;
+  }
+  if (outbox_.empty()) return Action::kNone;
+  const bool last = outbox_.front().has_terminal();
+  in_flight_ = SerializeMessage(outbox_.front());
+  outbox_.pop_front();
+  writing_ = true;
+  if (!last) return Action::kWrite;
+  // The Terminal goes out with the call's end (one write fewer).
+  state_ = State::kEnded;
+  return Action::kWriteLast;
+}
+
+void ChatStream::Act(Action action) {
+  switch (action) {
+    case Action::kNone: return;
+    case Action::kWrite: return reactor_->StartWrite(&in_flight_);
+    case Action::kWriteLast: return reactor_->EndWith(&in_flight_);
+    case Action::kEndCancelled:
+      return reactor_->End(
+          grpc::Status(grpc::StatusCode::CANCELLED, "cancelled: the client went away"));
+  }
+}
+
+HoldTicker::~HoldTicker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HoldTicker::Add(std::weak_ptr<ChatStream> stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_.push_back(std::move(stream));
+  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+  cv_.notify_all();
+}
+
+void HoldTicker::Run() {
+  pthread_setname_np(pthread_self(), "grpc-hold");  // shown by top -H and perf
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait(lock, [&] { return stop_ || !streams_.empty(); });
+    if (cv_.wait_for(lock, std::chrono::milliseconds(kHoldLookMs), [&] { return stop_; })) break;
+    std::vector<std::weak_ptr<ChatStream>> looking = std::move(streams_);
+    streams_.clear();
+    lock.unlock();
+    std::vector<std::weak_ptr<ChatStream>> still;
+    for (auto& weak : looking) {
+      if (std::shared_ptr<ChatStream> stream = weak.lock(); stream && stream->Tick()) {
+        still.push_back(std::move(weak));
+      }
+    }
+    lock.lock();
+    for (auto& weak : still) streams_.push_back(std::move(weak));
+  }
+}
+
+// Every call of the listener starts here, with its initial metadata only.
+class Listener final : public grpc::CallbackGenericService {
+ public:
+  Listener(Gateway* gateway, GrpcGatewayOptions options) {
+    state_.gateway = gateway;
+    state_.options = std::move(options);
+  }
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    return new CallReactor(&state_, ctx);
   }
 
  private:
-  static bool Known(const std::string& service) {
-    return service.empty() || service == v1::Gateway::service_full_name();
-  }
-  Status::ServingStatus Current() const {
-    return gateway_->Ready().ok() ? Status::SERVING : Status::NOT_SERVING;
-  }
-
-  Gateway* gateway_;
-  const int max_watchers_;
-  std::atomic<int> watchers_{0};
+  ListenerState state_;
 };
 
 }  // namespace
 
 struct GrpcGateway::Impl {
-  std::unique_ptr<GatewayService> service;
-  std::unique_ptr<HealthService> health;
+  std::unique_ptr<Listener> listener;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
 };
@@ -267,12 +673,8 @@ absl::StatusOr<std::unique_ptr<GrpcGateway>> GrpcGateway::Start(Gateway* gateway
     credentials = grpc::SslServerCredentials(ssl);
   }
   auto impl = std::make_unique<Impl>();
-  impl->service = std::make_unique<GatewayService>(gateway, options.cancel_poll_ms);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, credentials, &impl->port);
-  builder.RegisterService(impl->service.get());
-  impl->health = std::make_unique<HealthService>(gateway, options.max_health_watchers);
-  builder.RegisterService(impl->health.get());
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 << 10);
@@ -283,9 +685,15 @@ absl::StatusOr<std::unique_ptr<GrpcGateway>> GrpcGateway::Start(Gateway* gateway
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);  // the server pings idle peers
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_ms);
+  // No BDP probing: it grows every stream's window, so a refused call's client could
+  // push megabytes before its refusal arrives. A stream whose message is being read
+  // still opens its window to that message's size.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   grpc::ResourceQuota quota("gantry-grpc-gateway");
-  quota.SetMaxThreads(kMaxThreads);
+  quota.Resize(options.max_memory_bytes);
   builder.SetResourceQuota(quota);
+  impl->listener = std::make_unique<Listener>(gateway, options);
+  builder.RegisterCallbackGenericService(impl->listener.get());
   impl->server = builder.BuildAndStart();
   if (impl->server == nullptr || impl->port == 0) {
     return absl::UnavailableError(absl::StrCat("gRPC: cannot listen on ", options.listen));
@@ -296,8 +704,9 @@ absl::StatusOr<std::unique_ptr<GrpcGateway>> GrpcGateway::Start(Gateway* gateway
 GrpcGateway::GrpcGateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 GrpcGateway::~GrpcGateway() {
-  // Calls still running after the grace period are cancelled; their streams see
-  // IsCancelled() and cancel their requests.
+  // Calls still running after the grace period are cancelled; their serving threads see
+  // the cancel at their next look, cancel their requests and end; Wait() returns once
+  // every call is done.
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   impl_->server->Wait();
 }

@@ -21,19 +21,31 @@
 //   Cancel      authenticated; cancels a live request only for the principal that
 //               started it (over gRPC or HTTP); any other id answers cancelled: false.
 //
+// Every call is authenticated on its initial metadata, before gRPC reads any of its
+// request message: the listener is one generic callback service (gRPC reads no payload
+// for it) that looks up the method, checks a gantry.v1.Gateway call's key and takes the
+// stream or watcher cap, and only then reads the one request message. A refusal at
+// that point reaches the client at once; the bytes of its message stay in the client's
+// flow-control window. grpc.health.v1.Health stays open (like /readyz); any other
+// method is UNIMPLEMENTED, unread.
+//
 // A client that goes away (deadline, cancel, disconnect) cancels the request on its
-// worker: the stream checks ServerContext::IsCancelled() after every event and every
-// `cancel_poll_ms` while events flow, well inside one decode step; a silent stream
-// (queued, in prefill) backs off to one look every 80 ms.
+// worker as soon as gRPC reports it (OnCancel, or a write that fails), and the call
+// still waits for the request's Terminal, so that its outcome is recorded.
 //
 // gRPC headers stay in grpc_gateway.cc (this header forward-declares; a pimpl), so only
 // that file pays for compiling them.
 //
-// Thread-safety: gRPC's sync server runs each call on its own thread; the service holds
-// no state of its own beyond the Gateway's (thread-safe).
+// Thread-safety: gRPC's callback threads authenticate, read and answer the unary
+// methods. A Chat call is checked and admitted on a pool thread; its events are
+// then written from where they are delivered (the broker's thread), one at a time, with
+// no thread waiting for them. A Watch call waits on a thread of its own. The listener
+// holds no state beyond the Gateway's (thread-safe), two counters and the thread that
+// releases accessibility text held past a silence.
 #ifndef GANTRY_ROUTER_GRPC_GATEWAY_H_
 #define GANTRY_ROUTER_GRPC_GATEWAY_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -49,16 +61,21 @@ struct GrpcGatewayOptions {
   // PEM files, both or neither: TLS (the HTTP listener's --tls-cert / --tls-key).
   std::string tls_cert_path;
   std::string tls_key_path;
-  int cancel_poll_ms = 10;
   // Limits (docs/protocol.md, "Listener limits"): concurrent streams per HTTP/2
-  // connection; concurrent grpc.health.v1.Health/Watch calls (each holds a thread while
-  // it waits; one more is refused RESOURCE_EXHAUSTED); the largest request message
-  // (refused before it is buffered whole); keepalive enforcement: a client that pings
-  // more often than every `min_ping_interval_ms` without data is sent GOAWAY after two
-  // strikes, and a connection idle for `max_connection_idle_ms` is closed.
+  // connection; concurrent authenticated Chat calls on the listener (each holds a
+  // thread; one more is refused server_busy, unread); concurrent
+  // grpc.health.v1.Health/Watch calls (each holds a thread while it waits; one more is
+  // refused RESOURCE_EXHAUSTED); the largest request message (refused before it is
+  // buffered whole); the memory gRPC's buffers of this listener may use (its resource
+  // quota: past it gRPC shrinks its flow-control windows and then cancels streams);
+  // keepalive enforcement: a client that pings more often than every
+  // `min_ping_interval_ms` without data is sent GOAWAY after two strikes, and a
+  // connection idle for `max_connection_idle_ms` is closed.
   int max_concurrent_streams = 256;
+  int max_streams = 4096;
   int max_health_watchers = 64;
   int max_receive_message_bytes = 16 << 20;
+  int64_t max_memory_bytes = int64_t{256} << 20;
   int min_ping_interval_ms = 10000;
   int max_connection_idle_ms = 300000;
 };

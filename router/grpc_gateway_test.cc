@@ -3,16 +3,19 @@
 // worker TEST DOUBLE (router/fake_worker_for_test.h) speaking real GNTW/1.
 #include "router/grpc_gateway.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "common/status.h"
@@ -45,6 +48,54 @@ struct ChatResult {
   std::string error_code;         // trailing metadata x-gantry-error-code
   std::string policy_rule;        // trailing metadata on a refusal
 };
+
+// A call made below the generated stubs (gRPC's generic API), so that a test decides
+// what reaches the server: the initial metadata only, a message or not, a half-close
+// or not. Waits for the server's status (`deadline_s` at most) and returns it with the
+// trailing x-gantry-error-code.
+struct RawOutcome {
+  grpc::Status status;
+  std::string error_code;
+};
+RawOutcome RawCall(int port, const std::string& method, const std::string& key,
+                   const std::optional<std::string>& message, bool half_close,
+                   int deadline_s = 10) {
+  grpc::GenericStub stub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                             grpc::InsecureChannelCredentials()));
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  if (!key.empty()) ctx.AddMetadata("authorization", "Bearer " + key);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub.PrepareCall(&ctx, method, &cq);
+  auto step = [&](intptr_t want) {  // waits for the operation tagged `want`
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq.Next(&tag, &ok) && reinterpret_cast<intptr_t>(tag) != want) {
+    }
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  step(1);
+  grpc::Slice slice(message.value_or(""));
+  grpc::ByteBuffer bytes(&slice, 1);
+  if (message) {
+    call->Write(bytes, reinterpret_cast<void*>(2));
+    step(2);
+  }
+  if (half_close) {
+    call->WritesDone(reinterpret_cast<void*>(3));
+    step(3);
+  }
+  RawOutcome out;
+  call->Finish(&out.status, reinterpret_cast<void*>(4));
+  step(4);
+  out.error_code = Metadata(ctx.GetServerTrailingMetadata(), "x-gantry-error-code");
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+  return out;
+}
 
 class GrpcGatewayTest : public ::testing::Test {
  protected:
@@ -343,6 +394,90 @@ TEST_F(GrpcGatewayTest, ARequestOverTheMessageLimitIsRefusedUnread) {
   EXPECT_GT(fits_events, 0);
 }
 
+// The key is checked on the initial metadata, before any of the request message is
+// read: a call without a valid key is refused while its client has sent nothing but
+// headers (it would wait for its deadline if the server first read the message). Only
+// then, with a valid key, is the message read and checked.
+TEST_F(GrpcGatewayTest, ACallWithoutAValidKeyIsRefusedBeforeItsMessageIsRead) {
+  const uint64_t errors_before = router_->gateway()->metrics().Errors("unauthenticated");
+  for (const char* method :
+       {"/gantry.v1.Gateway/Chat", "/gantry.v1.Gateway/ListModels", "/gantry.v1.Gateway/Cancel"}) {
+    for (const char* key : {"", "k-wrong"}) {
+      RawOutcome r = RawCall(grpc_->port(), method, key, std::nullopt, false);
+      EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+          << method << " " << key << ": " << r.status.error_message();
+      EXPECT_EQ(r.error_code, "unauthenticated") << method;
+    }
+  }
+  EXPECT_EQ(router_->gateway()->metrics().Errors("unauthenticated"), errors_before + 6);
+  // A method the listener does not serve, with or without a key: unread.
+  EXPECT_EQ(RawCall(grpc_->port(), "/gantry.v1.Gateway/Nope", "k-dev", std::nullopt, false)
+                .status.error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(RawCall(grpc_->port(), "/grpc.reflection.v1alpha.ServerReflection/Info", "",
+                    std::nullopt, false).status.error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  // With a key, the message is awaited: a client that half-closes without one, or
+  // sends bytes that are not the method's message, is refused invalid_request.
+  for (const char* method :
+       {"/gantry.v1.Gateway/Chat", "/gantry.v1.Gateway/ListModels", "/gantry.v1.Gateway/Cancel"}) {
+    RawOutcome none = RawCall(grpc_->port(), method, "k-dev", std::nullopt, true);
+    EXPECT_EQ(none.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_EQ(none.error_code, "invalid_request") << method;
+    EXPECT_TRUE(absl::StrContains(none.status.error_message(), "no request message"));
+    RawOutcome garbage = RawCall(grpc_->port(), method, "k-dev", std::string("\xff\xff\xff"), true);
+    EXPECT_EQ(garbage.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_EQ(garbage.error_code, "invalid_request") << method;
+  }
+  // And without a half-close a keyed call waits for its message (here, until the
+  // client's deadline): only a call with a valid key makes the server read.
+  RawOutcome waiting =
+      RawCall(grpc_->port(), "/gantry.v1.Gateway/Chat", "k-dev", std::nullopt, false, 1);
+  EXPECT_EQ(waiting.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(router_->broker()->stats().dispatched, 0u);
+}
+
+// Each Chat call holds a thread from its read to its Terminal: past max_streams the next
+// one is refused server_busy on its metadata, unread, and a place frees when a call ends.
+TEST_F(GrpcGatewayTest, ChatStreamsAreCappedBeforeTheyAreRead) {
+  GrpcGatewayOptions options;
+  options.max_streams = 1;
+  auto capped = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  worker_->SetScript({FakeStep::Text("partial"), FakeStep::Hang()});
+  auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*capped)->port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext hold_ctx;
+  Authorize(&hold_ctx, "k-dev");
+  auto hold = stub->Chat(&hold_ctx, Request());
+  v1::StreamEvent event;
+  ASSERT_TRUE(hold->Read(&event));  // admitted: the one place is taken
+  RawOutcome busy = RawCall((*capped)->port(), "/gantry.v1.Gateway/Chat", "k-dev", std::nullopt, false);
+  EXPECT_EQ(busy.status.error_code(), grpc::StatusCode::UNAVAILABLE) << busy.status.error_message();
+  EXPECT_EQ(busy.error_code, "server_busy");
+  // The unary methods take no place.
+  grpc::ClientContext list_ctx;
+  Authorize(&list_ctx, "k-dev");
+  v1::ListModelsResponse models;
+  EXPECT_TRUE(stub->ListModels(&list_ctx, {}, &models).ok());
+  hold_ctx.TryCancel();
+  while (hold->Read(&event)) {
+  }
+  hold->Finish();
+  worker_->SetScript({FakeStep::Text("again"), FakeStep::Finish(v1::FINISH_STOP)});
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {  // the cancelled call ends within a poll
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "k-dev");
+    auto reader = stub->Chat(&ctx, Request());
+    while (reader->Read(&event)) {
+    }
+    served = reader->Finish().ok();
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(served);
+}
+
 // The unauthenticated Watch holds a thread per caller: only max_health_watchers at once.
 TEST_F(GrpcGatewayTest, HealthWatchersAreCapped) {
   namespace health = grpc::health::v1;
@@ -570,6 +705,24 @@ TEST_F(GrpcGatewayTest, AccessibilityAdmittedBeforeAnyTokenThenSentences) {
   }
   EXPECT_EQ(texts, (std::vector<std::string>{"Hello there. ", "How are you?"}));
   EXPECT_EQ(worker_->requests()[0].priority(), v1::PRIORITY_ACCESSIBILITY);
+}
+
+// An open sentence is held back, but not past a silence of kSentenceHoldMaxMs: the
+// stream releases it although no further event arrives to make it look. Here the
+// worker goes on only once the client has that text.
+TEST_F(GrpcGatewayTest, AccessibilityReleasesAHeldSentenceAfterASilence) {
+  worker_->SetScript({FakeStep::Text("Thinking about"), FakeStep::Gate(), FakeStep::Text(" it."),
+                      FakeStep::Finish(v1::FINISH_STOP)});
+  ChatResult r = Chat(Request(), "k-ada", [&](const v1::StreamEvent& e) {
+    if (e.has_text()) worker_->OpenGate();
+  });
+  ExpectWellFormed(r);
+  std::vector<std::string> texts;
+  for (const auto& e : r.events) {
+    if (e.has_text()) texts.push_back(e.text().text());
+  }
+  EXPECT_EQ(texts, (std::vector<std::string>{"Thinking ", "about it."}))
+      << absl::StrJoin(texts, "|");
 }
 
 TEST_F(GrpcGatewayTest, TlsWithTheHttpListenersFiles) {

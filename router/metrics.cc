@@ -42,6 +42,12 @@ void RouterMetrics::Error(const std::string& code) {
   ++errors_[code];
 }
 
+uint64_t RouterMetrics::Errors(const std::string& code) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = errors_.find(code);
+  return it == errors_.end() ? 0 : it->second;
+}
+
 std::string RouterMetrics::Text() const {
   std::string out;
   duration_.AppendText("gantry_router_request_duration_seconds",

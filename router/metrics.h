@@ -41,6 +41,8 @@ class RouterMetrics {
   void FirstOutput(double seconds);
   // An error reached a client, by its stable code ("queue_full", "worker_lost", ...).
   void Error(const std::string& code);
+  // How many errors of `code` reached clients so far.
+  uint64_t Errors(const std::string& code) const;
 
   std::string Text() const;
 

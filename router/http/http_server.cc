@@ -13,12 +13,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <set>
-#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -26,6 +23,7 @@
 #include "common/error_codes.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/thread_pool.h"
 #include "router/http/error_response.h"
 #include "router/http/tls.h"
 #include "router/http/transport.h"
@@ -168,7 +166,6 @@ class HttpServer::Impl {
                       std::vector<std::shared_ptr<Conn>>* to_close);
   void Close(const std::shared_ptr<Conn>& conn);
   void UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write);
-  void PoolLoop();
 
  public:
   uint64_t refused() const { return refused_.load(); }
@@ -213,18 +210,8 @@ class HttpServer::Impl {
   std::mutex dirty_mu_;
   std::vector<std::shared_ptr<Conn>> dirty_;
 
-  // A pool thread waiting for work. The most recently idle thread gets the next task
-  // (its stack and caches are warm), handed over directly; a burst that finds no idle
-  // thread queues in `tasks_`.
-  struct PoolWaiter {
-    std::condition_variable cv;
-    std::function<void()> task;  // set by the loop when it hands this thread a task
-  };
-  std::mutex pool_mu_;
-  std::vector<PoolWaiter*> idle_;  // idle threads, the most recently idle last (pool_mu_)
-  std::deque<std::function<void()>> tasks_;
-  bool pool_stop_ = false;
-  std::vector<std::thread> pool_;
+  // The handler threads (common/thread_pool.h): started in Start, stopped in Stop.
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 namespace {
@@ -404,11 +391,8 @@ absl::Status HttpServer::Impl::Start() {
   ev.data.u64 = 1;  // eventfd
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &ev);
   next_id_ = 2;
-  size_t threads = options_.handler_threads == 0 ? 1 : options_.handler_threads;
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    for (size_t i = 0; i < threads; ++i) pool_.emplace_back([this] { PoolLoop(); });
-  }
+  pool_ = std::make_unique<ThreadPool>("http-handler", options_.handler_threads,
+                                       options_.max_handler_threads);
   loop_thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -423,13 +407,7 @@ void HttpServer::Impl::Stop() {
     (void)n;
   }
   if (loop_thread_.joinable()) loop_thread_.join();
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    pool_stop_ = true;
-    for (PoolWaiter* waiter : idle_) waiter->cv.notify_one();
-  }
-  for (auto& t : pool_) t.join();
-  pool_.clear();
+  if (pool_ != nullptr) pool_->Stop();
   {
     std::lock_guard<std::mutex> lock(dirty_mu_);
     dirty_.clear();
@@ -438,33 +416,6 @@ void HttpServer::Impl::Stop() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (event_fd_ >= 0) close(event_fd_);
   listen_fd_ = epoll_fd_ = event_fd_ = -1;
-}
-
-void HttpServer::Impl::PoolLoop() {
-  pthread_setname_np(pthread_self(), "http-handler");  // shown by top -H and perf
-  PoolWaiter self;  // lives as long as the thread; idle_ points at it while it waits
-  while (true) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(pool_mu_);
-      if (tasks_.empty() && !pool_stop_) {
-        idle_.push_back(&self);
-        self.cv.wait(lock, [&] { return self.task != nullptr || pool_stop_; });
-        if (self.task != nullptr) {
-          task = std::move(self.task);  // the loop took `self` off idle_
-          self.task = nullptr;
-        } else {
-          idle_.erase(std::find(idle_.begin(), idle_.end(), &self));
-        }
-      }
-      if (task == nullptr) {
-        if (tasks_.empty()) return;  // stopping and drained
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-    }
-    task();
-  }
 }
 
 void HttpServer::Impl::Loop() {
@@ -811,26 +762,7 @@ void HttpServer::Impl::Dispatch(const std::shared_ptr<Conn>& conn,
   std::function<void()> task = [this, shared, writer]() mutable {
     handler_(std::move(*shared), std::move(writer));
   };
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (!idle_.empty()) {
-      PoolWaiter* waiter = idle_.back();
-      idle_.pop_back();
-      waiter->task = std::move(task);
-      waiter->cv.notify_one();
-      return;
-    }
-    tasks_.push_back(std::move(task));
-    // Every handler busy (streams hold theirs): one more thread, up to the cap; past
-    // it, requests wait in order for a free one.
-    if (pool_.size() < options_.max_handler_threads) {
-      try {
-        pool_.emplace_back([this] { PoolLoop(); });
-      } catch (const std::system_error&) {
-        // No more threads (pids limit, RLIMIT_NPROC): the request waits for a free one.
-      }
-    }
-  }
+  pool_->Run(std::move(task));
 }
 
 void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {

@@ -2,6 +2,7 @@
 //
 //   grpc_chat_client [--ca CERT.pem] HOST:PORT KEY chat MODEL TEXT [--cancel-after-text]
 //   grpc_chat_client [--ca CERT.pem] HOST:PORT KEY models
+//   grpc_chat_client [--ca CERT.pem] HOST:PORT KEY flood STREAMS BYTES
 //
 // With --ca the channel is TLS, trusting CERT.pem; without it, plain text.
 // chat prints one line per StreamEvent: "admitted REQ_ID PRIORITY", "text JSON_STRING",
@@ -10,13 +11,21 @@
 // LIVE_WORKERS TOOL_PROTOCOL" per model. Both end with "status CODE ERROR_CODE" (CODE
 // the gRPC code number, ERROR_CODE the trailing x-gantry-error-code or "-"). Exit
 // status 0 when the call ended OK, 1 otherwise, 2 on a bad command line.
+// flood is a hostile client: STREAMS Chat calls at once on one connection, each a
+// request of about BYTES bytes of text; it prints "COUNT status CODE ERROR_CODE" per
+// distinct outcome. KEY "-" sends no authorization metadata.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/json.h"
 #include "gantry/v1/gateway.grpc.pb.h"
@@ -29,12 +38,48 @@ std::string Quoted(const std::string& text) {
   return gantry::json::DumpCompact(gantry::json::Value::String(text));
 }
 
-int Finish(const grpc::Status& status, const grpc::ClientContext& ctx) {
+std::string Outcome(const grpc::Status& status, const grpc::ClientContext& ctx) {
   const auto& trailing = ctx.GetServerTrailingMetadata();
   auto it = trailing.find("x-gantry-error-code");
   std::string code = it == trailing.end() ? "-" : std::string(it->second.data(), it->second.size());
-  std::printf("status %d %s\n", static_cast<int>(status.error_code()), code.c_str());
+  return "status " + std::to_string(static_cast<int>(status.error_code())) + " " + code;
+}
+
+int Finish(const grpc::Status& status, const grpc::ClientContext& ctx) {
+  std::printf("%s\n", Outcome(status, ctx).c_str());
   return status.ok() ? 0 : 1;
+}
+
+void Authorize(grpc::ClientContext* ctx, const std::string& key) {
+  if (key != "-") ctx->AddMetadata("authorization", "Bearer " + key);
+}
+
+int Flood(gantry::v1::Gateway::Stub* stub, const std::string& key, int streams, size_t bytes) {
+  gantry::v1::ChatRequest chat;
+  chat.mutable_request()->set_model("any");
+  auto* message = chat.mutable_request()->add_messages();
+  message->set_role("user");
+  message->set_content(std::string(bytes, 'a'));
+  std::mutex mu;
+  std::map<std::string, int> outcomes;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < streams; ++i) {
+    threads.emplace_back([&] {
+      grpc::ClientContext ctx;
+      Authorize(&ctx, key);
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      auto reader = stub->Chat(&ctx, chat);
+      StreamEvent e;
+      while (reader->Read(&e)) {
+      }
+      grpc::Status status = reader->Finish();
+      std::lock_guard<std::mutex> lock(mu);
+      ++outcomes[Outcome(status, ctx)];
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& [outcome, count] : outcomes) std::printf("%d %s\n", count, outcome.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -53,14 +98,19 @@ int main(int argc, char** argv) {
   }
   if (argc < 4) {
     std::fprintf(stderr, "usage: grpc_chat_client [--ca CERT.pem] HOST:PORT KEY chat MODEL TEXT "
-                         "[--cancel-after-text] | [--ca CERT.pem] HOST:PORT KEY models\n");
+                         "[--cancel-after-text] | [--ca CERT.pem] HOST:PORT KEY models | "
+                         "[--ca CERT.pem] HOST:PORT KEY flood STREAMS BYTES\n");
     return 2;
   }
   const std::string command = argv[3];
   auto stub = gantry::v1::Gateway::NewStub(
       grpc::CreateChannel(argv[1], credentials));
+  if (command == "flood") {
+    if (argc < 6) return 2;
+    return Flood(stub.get(), argv[2], std::atoi(argv[4]), std::strtoull(argv[5], nullptr, 10));
+  }
   grpc::ClientContext ctx;
-  ctx.AddMetadata("authorization", std::string("Bearer ") + argv[2]);
+  Authorize(&ctx, argv[2]);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   if (command == "models") {
     gantry::v1::ListModelsResponse response;
