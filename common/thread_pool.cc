@@ -17,15 +17,15 @@ ThreadPool::ThreadPool(std::string name, size_t start_threads, size_t max_thread
 
 ThreadPool::~ThreadPool() { Stop(); }
 
-void ThreadPool::Run(std::function<void()> task) {
+bool ThreadPool::Run(std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_) return;
+  if (stop_) return false;
   if (!idle_.empty()) {
     Waiter* waiter = idle_.back();
     idle_.pop_back();
     waiter->task = std::move(task);
     waiter->cv.notify_one();
-    return;
+    return true;
   }
   tasks_.push_back(std::move(task));
   if (threads_.size() < max_threads_) {
@@ -35,9 +35,11 @@ void ThreadPool::Run(std::function<void()> task) {
       // No more threads: the task waits for a free one.
     }
   }
+  return true;
 }
 
 void ThreadPool::Stop() {
+  std::lock_guard<std::mutex> stopping(stop_mu_);
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);

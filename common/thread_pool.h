@@ -9,7 +9,7 @@
 //
 // Threads are named `name` (top -H, perf; at most 15 characters).
 //
-// Thread-safety: Run and Stop may be called from any thread, but Stop not from a task.
+// Thread-safety: Run and Stop may be called from any thread, Stop not from a task.
 #ifndef GANTRY_COMMON_THREAD_POOL_H_
 #define GANTRY_COMMON_THREAD_POOL_H_
 
@@ -32,10 +32,11 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // Runs `task` on a pool thread. After Stop, it is dropped. When no thread can be
-  // started (pids limit, RLIMIT_NPROC), it waits for a free one.
-  void Run(std::function<void()> task);
-  // Runs the tasks already queued, then joins every thread. Idempotent.
+  // Runs `task` on a pool thread; false (and `task` dropped) once Stop has begun. When
+  // no thread can be started (pids limit, RLIMIT_NPROC), it waits for a free one.
+  bool Run(std::function<void()> task);
+  // Runs the tasks already queued, then joins every thread. Idempotent; a second call
+  // returns once the first has joined them.
   void Stop();
 
  private:
@@ -48,6 +49,7 @@ class ThreadPool {
 
   const std::string name_;
   const size_t max_threads_;
+  std::mutex stop_mu_;  // held for the whole of Stop
   std::mutex mu_;
   std::vector<Waiter*> idle_;  // the most recently idle last
   std::deque<std::function<void()>> tasks_;

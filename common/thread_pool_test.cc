@@ -68,12 +68,12 @@ TEST(ThreadPoolTest, StopRunsWhatIsQueuedAndDropsWhatComesAfter) {
   Gate gate;
   pool.Run([&] { gate.Wait(); });
   ASSERT_TRUE(gate.Waiting(1));
-  for (int i = 0; i < 5; ++i) pool.Run([&] { ++ran; });
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(pool.Run([&] { ++ran; }));
   std::thread stopper([&] { pool.Stop(); });
   gate.Open();
   stopper.join();
   EXPECT_EQ(ran.load(), 5);
-  pool.Run([&] { ++ran; });
+  EXPECT_FALSE(pool.Run([&] { ++ran; }));
   pool.Stop();
   EXPECT_EQ(ran.load(), 5);
 }

@@ -126,6 +126,9 @@ class EventQueue : public broker::StreamSink,
     events_.pop_front();
     return e;
   }
+  // Runs the consumer (if one is set) although no event came: one that must look again
+  // by a time (a held sentence) is woken so, one run at a time as always.
+  void Wake() { RunConsumer(); }
   // From now on `consumer` reads the events (Next(0)) instead of a waiting thread; runs
   // it at once when events are already queued.
   void SetConsumer(Consumer consumer) {
@@ -587,6 +590,12 @@ bool Gateway::Call::done() const {
 
 bool Gateway::Call::holding() const {
   return s_->sentences != nullptr && s_->sentences->holding();
+}
+
+std::function<void()> Gateway::Call::Waker() const {
+  return [queue = std::weak_ptr<EventQueue>(s_->queue)] {
+    if (std::shared_ptr<EventQueue> q = queue.lock()) q->Wake();
+  };
 }
 
 void Gateway::Call::OnEvents(std::function<bool()> ready) {

@@ -241,9 +241,13 @@ class Gateway {
     void Cancel(const std::string& reason);
     bool done() const;
     // Whether Next holds back text of an open sentence (accessibility): it releases it
-    // after kSentenceHoldMaxMs of silence, at a call of Next; a consumer that reads with
-    // Next(0) from OnEvents calls Next again by then (no event may come to wake it).
+    // after kSentenceHoldMaxMs of silence, at a call of Next. A consumer set with
+    // OnEvents must then be run again by that time, since no event may come to run it:
+    // Waker() gives a function that runs it (one run at a time with the broker's, as
+    // always), valid from any thread for as long as anyone holds it, and doing nothing
+    // once the Call is gone.
     bool holding() const;
+    std::function<void()> Waker() const;
 
    private:
     friend class Gateway;

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -98,7 +100,7 @@ class ChatStream;
 // to make the stream look (Gateway::Call::holding).
 class HoldTicker {
  public:
-  HoldTicker() = default;
+  HoldTicker() : thread_([this] { Run(); }) {}
   ~HoldTicker();
   HoldTicker(const HoldTicker&) = delete;
   HoldTicker& operator=(const HoldTicker&) = delete;
@@ -111,7 +113,7 @@ class HoldTicker {
   std::condition_variable cv_;
   bool stop_ = false;
   std::vector<std::weak_ptr<ChatStream>> streams_;
-  std::thread thread_;  // started by the first Add
+  std::thread thread_;  // last: started once the rest is built
 };
 
 struct ListenerState {
@@ -121,8 +123,9 @@ struct ListenerState {
   std::atomic<int> watchers{0};  // health Watch calls
   HoldTicker ticker;
   // Where Chat calls are checked and admitted (Admit renders and counts the prompt: too
-  // long for gRPC's callback threads); a thread is busy only for that.
-  ThreadPool admission{"grpc-admit", 4, 4096};
+  // long for gRPC's callback threads). CPU work only: twice the cores, then they queue.
+  ThreadPool admission{"grpc-admit", 4,
+                       std::max<size_t>(4, 2 * std::thread::hardware_concurrency())};
 };
 
 class CallReactor;
@@ -147,11 +150,13 @@ class ChatStream : public std::enable_shared_from_this<ChatStream> {
       : reactor_(reactor), broker_(broker), request_id_(call->request_id()),
         include_usage_(include_usage), call_(std::move(call)) {}
 
-  // Queues the admitted event (seq 0) and hands the Call's events to Pump.
+  // Queues the admitted event (seq 0) and makes Pump the Call's consumer.
   void Start(HoldTicker* ticker);
-  // Takes what the Call has ready (Next(0)); true once its Terminal was taken.
+  // The Call's consumer (OnEvents: one run at a time, never from two threads at once):
+  // takes what the Call has ready (Next(0)); true once its Terminal was taken.
   bool Pump();
-  // The hold ticker's look: Pump, then whether the Call still holds text.
+  // The hold ticker's look: runs the consumer through the Call's waker (never Pump
+  // itself: a Next may run the consumer inline), then whether the Call still holds.
   bool Tick();
   void WriteDone(bool ok);
   void ClientGone();
@@ -171,11 +176,14 @@ class ChatStream : public std::enable_shared_from_this<ChatStream> {
   const std::string request_id_;
   const bool include_usage_;
   HoldTicker* ticker_ = nullptr;
-  std::unique_ptr<Gateway::Call> call_;  // until its Terminal is taken
+  std::function<void()> waker_;          // runs the consumer (set by Start)
+  std::unique_ptr<Gateway::Call> call_;  // the consumer's own; until its Terminal is taken
+  // Guarded by mu_ from here on.
   State state_ = State::kStreaming;
   std::deque<v1::StreamEvent> outbox_;
   bool terminal_taken_ = false;
   bool writing_ = false;
+  bool holding_ = false;  // the Call held text at the consumer's last run
   bool ticking_ = false;  // on the hold ticker's list
   uint64_t seq_ = 0;
   grpc::ByteBuffer in_flight_;  // the message being written
@@ -209,7 +217,8 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      // The client half-closed (or went away) without a request message.
+      if (Cancelled()) return End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      // The client half-closed without a request message.
       Refuse(ReasonError("invalid_request", "the call carried no request message"));
       return;
     }
@@ -219,7 +228,9 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
         if (!ParseMessage(&request_, chat.get())) return RefuseUnparsed("gantry.v1.ChatRequest");
         request_.Clear();
         std::shared_ptr<v1::ChatRequest> shared(std::move(chat));
-        listener_->admission.Run([this, shared] { AdmitChat(*shared); });
+        if (!listener_->admission.Run([this, shared] { AdmitChat(*shared); })) {
+          Refuse(ReasonError("server_busy", "the gRPC listener is stopping"));
+        }
         return;
       }
       case Method::kListModels: {
@@ -248,8 +259,12 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
       case Method::kHealthWatch: {
         health::HealthCheckRequest request;
         if (!ParseMessage(&request_, &request)) return RefuseUnparsed("grpc.health.v1.HealthCheckRequest");
-        std::thread([this, known = KnownService(request.service())] { ServeWatch(known); })
-            .detach();
+        try {
+          std::thread([this, known = KnownService(request.service())] { ServeWatch(known); })
+              .detach();
+        } catch (const std::system_error&) {
+          End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "server_busy: no thread"));
+        }
         return;
       }
       case Method::kUnknown:
@@ -371,6 +386,8 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
 
   // Chat, on an admission thread: the request check and Admit, then the stream.
   void AdmitChat(const v1::ChatRequest& request) {
+    // A client gone while the call waited for this thread is not admitted at all.
+    if (Cancelled()) return End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
     auto checked = CheckGrpcChatRequest(request);
     if (!checked.ok()) return Refuse(checked.status());
     const bool include_usage = checked->include_usage;
@@ -473,6 +490,7 @@ void ChatStream::Start(HoldTicker* ticker) {
     std::lock_guard<std::mutex> lock(mu_);
     ticker_ = ticker;
     call = call_.get();
+    waker_ = call->Waker();
     v1::StreamEvent first;
     first.set_request_id(request_id_);
     first.set_seq(0);
@@ -487,48 +505,53 @@ void ChatStream::Start(HoldTicker* ticker) {
 }
 
 bool ChatStream::Pump() {
-  std::unique_ptr<Gateway::Call> finished;  // dropped outside the lock
+  if (call_ == nullptr) return true;
+  // Next may do ledger and policy work (DecideOutput, the outcome): not under mu_,
+  // which gRPC's reactions take.
+  std::vector<v1::StreamEvent> taken;
+  bool terminal = false;
+  while (std::optional<v1::StreamEvent> event = call_->Next(0)) {
+    if (event->has_usage()) continue;  // Terminal.usage is authoritative
+    terminal = event->has_terminal();
+    taken.push_back(std::move(*event));
+    if (terminal) break;
+  }
+  const bool holding = !terminal && call_->holding();
+  // Next returns the Terminal once the outcome is recorded: the Call is done.
+  std::unique_ptr<Gateway::Call> finished;
+  if (terminal) finished = std::move(call_);
   bool tick = false;
-  bool taken;
   Action action;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (call_ == nullptr) return true;
-    while (std::optional<v1::StreamEvent> event = call_->Next(0)) {
-      if (event->has_usage()) continue;  // Terminal.usage is authoritative
-      const bool last = event->has_terminal();
-      if (state_ == State::kStreaming) {
-        if (last && include_usage_) {
+    if (state_ == State::kStreaming) {
+      for (v1::StreamEvent& event : taken) {
+        if (event.has_terminal() && include_usage_) {
           v1::StreamEvent usage;
           usage.set_request_id(request_id_);
           usage.set_seq(++seq_);
-          *usage.mutable_usage() = event->terminal().usage();
+          *usage.mutable_usage() = event.terminal().usage();
           outbox_.push_back(std::move(usage));
         }
-        event->set_seq(++seq_);
-        outbox_.push_back(std::move(*event));
-      }
-      if (last) {
-        // Next returns the Terminal once the outcome is recorded: the Call is done.
-        terminal_taken_ = true;
-        finished = std::move(call_);
-        break;
+        event.set_seq(++seq_);
+        outbox_.push_back(std::move(event));
       }
     }
-    if (call_ != nullptr && !ticking_ && call_->holding()) tick = ticking_ = true;
-    taken = terminal_taken_;
+    terminal_taken_ = terminal_taken_ || terminal;
+    holding_ = holding;
+    if (holding && !ticking_) tick = ticking_ = true;
     action = NextLocked();
   }
   finished.reset();
   if (tick) ticker_->Add(weak_from_this());
   Act(action);
-  return taken;
+  return terminal;
 }
 
 bool ChatStream::Tick() {
-  Pump();
+  waker_();
   std::lock_guard<std::mutex> lock(mu_);
-  ticking_ = call_ != nullptr && call_->holding();
+  ticking_ = holding_ && !terminal_taken_;
   return ticking_;
 }
 
@@ -609,7 +632,6 @@ HoldTicker::~HoldTicker() {
 void HoldTicker::Add(std::weak_ptr<ChatStream> stream) {
   std::lock_guard<std::mutex> lock(mu_);
   streams_.push_back(std::move(stream));
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   cv_.notify_all();
 }
 

@@ -62,8 +62,8 @@ struct GrpcGatewayOptions {
   std::string tls_cert_path;
   std::string tls_key_path;
   // Limits (docs/protocol.md, "Listener limits"): concurrent streams per HTTP/2
-  // connection; concurrent authenticated Chat calls on the listener (each holds a
-  // thread; one more is refused server_busy, unread); concurrent
+  // connection; concurrent authenticated Chat calls on the listener (one more is
+  // refused server_busy, unread); concurrent
   // grpc.health.v1.Health/Watch calls (each holds a thread while it waits; one more is
   // refused RESOURCE_EXHAUSTED); the largest request message (refused before it is
   // buffered whole); the memory gRPC's buffers of this listener may use (its resource
