@@ -5,70 +5,28 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "common/error_codes.h"
-#include "common/file.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status.h"
-#include "ledger/writer.h"
 #include "policy/policy_decide.h"
 #include "router/http/error_response.h"
-#include "router/openai/chat_request.h"
 #include "router/openai/chat_response.h"
-#include "router/openai/responses_request.h"
-#include "router/openai/responses_response.h"
 #include "router/sentence_chunker.h"
-#include "tokenizer-svc/conversation/conversation.h"
 #include "tokenizer-svc/conversation/prompt.h"
-#include "tokenizer-svc/jinja/chat_template.h"
-#include "tokenizer-svc/tokenizer/tokenizer.h"
 
 namespace gantry::router {
 namespace {
 
 using json::Value;
-
-// The longest silence on a started SSE stream before a keep-alive comment.
-constexpr int kKeepAliveMs = 15000;
-
-// ---- prompt counting ---------------------------------------------------------------
-
-class TemplateTokenizerCounter : public PromptCounter {
- public:
-  TemplateTokenizerCounter(jinja::ChatTemplate chat_template,
-                           std::unique_ptr<tokenizer::Tokenizer> tokenizer)
-      : template_(std::move(chat_template)), tokenizer_(std::move(tokenizer)) {}
-
-  absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request) const override {
-    // The same function the worker runs the prompt with: the count admitted is the
-    // prompt served, client text that imitates a control token included (prompt.h).
-    // The tools cache keeps an agent's tool definitions converted from turn to turn
-    // (exact: the prompt is the one an uncached build gives).
-    auto prompt = conversation::BuildPrompt(template_, *tokenizer_, request, &tools_cache_);
-    if (!prompt.ok()) return prompt.status();
-    RenderedPrompt out;
-    out.tokens = static_cast<uint32_t>(prompt->ids.size());
-    out.token_ids_sha256 = PromptIdsSha256Hex(prompt->ids);
-    out.text = std::move(prompt->text);
-    return out;
-  }
-
- private:
-  jinja::ChatTemplate template_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  mutable conversation::ToolsCache tools_cache_;  // internally synchronized
-};
 
 // Settles a budget reservation when the request ends, on every path: with the tokens
 // the terminal event reported, or 0 when the request never reached a worker.
@@ -182,15 +140,6 @@ class EventQueue : public broker::StreamSink,
   bool again_ = false;    // events came while it ran
 };
 
-http::HttpResponse JsonResponse(int status, const Value& body, http::HeaderList headers = {}) {
-  http::HttpResponse response;
-  response.status = status;
-  response.headers = std::move(headers);
-  response.headers.emplace_back("Content-Type", "application/json");
-  response.body = json::DumpCompact(body);
-  return response;
-}
-
 void SetParam(policy::ParamValues* params, policy::Param p, double v) { params->Set(p, v); }
 
 // The ledger's payload text: sorted keys, no spaces.
@@ -204,181 +153,7 @@ std::string Canonical(const Value& v) {
 
 }  // namespace
 
-std::string ConversationJsonForTest(const v1::InferenceRequest& request) {
-  return json::DumpCompact(conversation::TemplateConversation(request));
-}
-
-absl::StatusOr<std::shared_ptr<const PromptCounter>> MakePromptCounter(
-    absl::string_view template_source, absl::string_view tokenizer_json,
-    absl::string_view tokenizer_config_json) {
-  Value specials = Value::EmptyObject();
-  if (!tokenizer_config_json.empty()) {
-    auto config = json::Parse(tokenizer_config_json);
-    if (!config.ok()) return config.status();
-    auto from_config = jinja::ChatTemplate::FromConfig(*config);
-    if (template_source.empty()) {
-      if (!from_config.ok()) return from_config.status();
-      auto tok = tokenizer::Tokenizer::FromJson(tokenizer_json, tokenizer_config_json);
-      if (!tok.ok()) return tok.status();
-      return std::shared_ptr<const PromptCounter>(
-          std::make_shared<TemplateTokenizerCounter>(std::move(*from_config), std::move(*tok)));
-    }
-  }
-  auto chat_template = jinja::ChatTemplate::FromSource(template_source, specials);
-  if (!chat_template.ok()) return chat_template.status();
-  auto tok = tokenizer::Tokenizer::FromJson(tokenizer_json, tokenizer_config_json);
-  if (!tok.ok()) return tok.status();
-  return std::shared_ptr<const PromptCounter>(
-      std::make_shared<TemplateTokenizerCounter>(std::move(*chat_template), std::move(*tok)));
-}
-
-absl::StatusOr<std::shared_ptr<const PromptCounter>> LoadPromptCounter(const std::string& dir) {
-  auto chat_template = jinja::ChatTemplate::Load(dir);
-  if (!chat_template.ok()) return chat_template.status();
-  auto tok = tokenizer::Tokenizer::Load(dir);
-  if (!tok.ok()) return tok.status();
-  return std::shared_ptr<const PromptCounter>(
-      std::make_shared<TemplateTokenizerCounter>(std::move(*chat_template), std::move(*tok)));
-}
-
-absl::StatusOr<std::map<std::string, ModelEntry>> LoadModelCatalog(const std::string& path) {
-  auto text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  auto root = json::Parse(*text);
-  if (!root.ok()) return root.status();
-  const Value* models = root->Find("models");
-  if (models == nullptr || !models->is_array()) {
-    return ReasonError("invalid_request", absl::StrCat(path, ": models: expected an array"));
-  }
-  std::string base = path.substr(0, path.find_last_of('/') == std::string::npos
-                                        ? 0
-                                        : path.find_last_of('/') + 1);
-  std::map<std::string, ModelEntry> out;
-  for (size_t i = 0; i < models->items().size(); ++i) {
-    const Value& m = models->items()[i];
-    std::string where = absl::StrCat(path, ": models[", i, "]");
-    const Value* name = m.Find("name");
-    const Value* dir = m.Find("tokenizer_dir");
-    const Value* context = m.Find("context_length");
-    if (name == nullptr || !name->is_string() || dir == nullptr || !dir->is_string() ||
-        context == nullptr || !context->as_int64().has_value() || *context->as_int64() <= 0) {
-      return ReasonError("invalid_request",
-                         absl::StrCat(where, ": needs name, tokenizer_dir and context_length"));
-    }
-    ModelEntry entry;
-    entry.name = name->as_string();
-    entry.context_length = static_cast<uint32_t>(*context->as_int64());
-    if (const Value* p = m.Find("tool_protocol"); p != nullptr && p->is_string()) {
-      entry.tool_protocol = p->as_string();
-    }
-    if (const Value* d = m.Find("default_max_tokens"); d != nullptr && d->as_int64().has_value()) {
-      entry.default_max_tokens = static_cast<uint32_t>(*d->as_int64());
-    }
-    std::string tokenizer_dir = dir->as_string();
-    if (!tokenizer_dir.empty() && tokenizer_dir[0] != '/') tokenizer_dir = base + tokenizer_dir;
-    auto counter = LoadPromptCounter(tokenizer_dir);
-    if (!counter.ok()) {
-      return Error(counter.status().code(), ReasonOf(counter.status()),
-                   absl::StrCat(where, ": ", counter.status().message()));
-    }
-    entry.counter = *counter;
-    out[entry.name] = std::move(entry);
-  }
-  return out;
-}
-
-uint64_t LedgerRecorder::Mark() { return writer_->LastTicket(); }
-
-void LedgerRecorder::WhenDurable(uint64_t ticket, int timeout_ms,
-                                 std::function<void(absl::Status)> done) {
-  writer_->WhenDurable(ticket, timeout_ms, std::move(done));
-}
-
-absl::Status LedgerRecorder::Healthy() const { return writer_->Healthy(); }
-
-void LedgerRecorder::Record(const std::string& stream_id, const std::string& type,
-                            const std::string& payload_json) {
-  ledger::EventInput input;
-  input.stream_id = stream_id;
-  input.type = type;
-  input.actor = "router";
-  input.payload_json = payload_json;
-  auto appended = writer_->Append(std::move(input));
-  if (!appended.ok()) {
-    Log(LogLevel::kError, "router.ledger_append_failed",
-        {{"stream_id", stream_id}, {"type", type}, {"error", appended.status().ToString()}});
-  }
-}
-
 Gateway::Gateway(GatewayOptions options) : options_(std::move(options)) {}
-
-void Gateway::RecordEvent(const std::string& stream_id, const std::string& type,
-                          const json::Value& payload) {
-  // Without a recorder the canonical text is never made.
-  if (options_.recorder != nullptr) options_.recorder->Record(stream_id, type, Canonical(payload));
-}
-
-void Gateway::Fail(http::ResponseWriter& writer, const absl::Status& status,
-                   const http::HeaderList& extra) {
-  http::HttpResponse response = http::ErrorResponse(status);
-  for (const auto& h : extra) response.headers.push_back(h);
-  int code = response.status;
-  (code >= 500 ? responses_5xx_ : responses_4xx_)++;
-  metrics_.Error(http::ErrorCodeOf(status));
-  writer.Send(response);
-}
-
-void Gateway::Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
-  ++requests_total_;
-  const std::string& path = request.path;
-  auto only = [&](const char* method) {
-    if (request.method == method) return true;
-    Fail(*writer, ReasonError("method_not_allowed",
-                              absl::StrCat(request.method, " is not allowed on ", path)),
-         {{"Allow", method}});
-    return false;
-  };
-  if (path == "/v1/chat/completions") {
-    if (only("POST")) HandleChat(Api::kChatCompletions, request, *writer, writer);
-  } else if (path == "/v1/responses") {
-    if (only("POST")) HandleChat(Api::kResponses, request, *writer, writer);
-  } else if (path == "/v1/models") {
-    if (only("GET")) HandleModels(request, *writer);
-  } else if (path == "/healthz") {
-    if (only("GET")) {
-      ++responses_2xx_;
-      writer->Send(JsonResponse(200, json::Parse(R"({"status":"ok"})").value()));
-    }
-  } else if (path == "/readyz") {
-    if (only("GET")) {
-      if (absl::Status ready = Ready(); !ready.ok()) {
-        Fail(*writer, WithRetryAfter(ready, 1000));
-      } else {
-        ++responses_2xx_;
-        writer->Send(JsonResponse(200, json::Parse(R"({"status":"ready"})").value()));
-      }
-    }
-  } else if (path == "/metrics") {
-    if (only("GET")) {
-      ++responses_2xx_;
-      http::HttpResponse response;
-      response.headers.emplace_back("Content-Type", "text/plain; version=0.0.4");
-      response.body = MetricsText();
-      writer->Send(response);
-    }
-  } else {
-    Fail(*writer, ReasonError("route_not_found", absl::StrCat("no route for ", path)));
-  }
-}
-
-bool Gateway::AnswersWithoutBlocking(const http::HttpRequest& request) {
-  constexpr size_t kMaxBody = 8 * 1024;  // keeps rendering short on the loop thread
-  return request.method == "POST" &&
-         (request.path == "/v1/chat/completions" || request.path == "/v1/responses") &&
-         request.body.size() <= kMaxBody &&
-         request.body.find("stream") == std::string::npos &&
-         request.body.find("\\u") == std::string::npos;
-}
 
 std::string Gateway::MetricsText() const {
   broker::BrokerStats s = options_.broker->stats();
@@ -387,14 +162,6 @@ std::string Gateway::MetricsText() const {
     absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name,
                     " ", value, "\n");
   };
-  metric("gantry_router_http_requests_total", "counter", "HTTP requests received.",
-         requests_total_.load());
-  absl::StrAppend(&out,
-                  "# HELP gantry_router_http_responses_total HTTP responses by status class.\n"
-                  "# TYPE gantry_router_http_responses_total counter\n"
-                  "gantry_router_http_responses_total{class=\"2xx\"} ", responses_2xx_.load(), "\n",
-                  "gantry_router_http_responses_total{class=\"4xx\"} ", responses_4xx_.load(), "\n",
-                  "gantry_router_http_responses_total{class=\"5xx\"} ", responses_5xx_.load(), "\n");
   metric("gantry_router_live_workers", "gauge", "Workers in state LIVE.", s.live_workers);
   metric("gantry_router_queued_requests", "gauge", "Requests waiting in admission queues.", s.queued);
   metric("gantry_router_inflight_requests", "gauge", "Requests dispatched to workers.", s.in_flight);
@@ -422,6 +189,12 @@ std::string Gateway::MetricsText() const {
                   "# TYPE gantry_policy_info gauge\n", "gantry_policy_info{sha256=\"",
                   options_.policy()->sha256, "\"} 1\n");
   return out;
+}
+
+void Gateway::RecordEvent(const std::string& stream_id, const std::string& type,
+                          const json::Value& payload) {
+  // Without a recorder the canonical text is never made.
+  if (options_.recorder != nullptr) options_.recorder->Record(stream_id, type, Canonical(payload));
 }
 
 namespace {
@@ -467,57 +240,6 @@ absl::StatusOr<std::string> Gateway::AuthenticateKey(const policy::Snapshot& sna
   auto principal = Authenticate(snapshot, authorization);
   if (!principal.ok()) return principal.status();
   return (*principal)->name;
-}
-
-absl::Status Gateway::CheckHead(const http::HttpRequest& head) {
-  absl::Status refusal;
-  if (head.method == "POST" &&
-      (head.path == "/v1/chat/completions" || head.path == "/v1/responses")) {
-    auto principal = Authenticate(*options_.policy(), head.Header("authorization"));
-    if (principal.ok()) return absl::OkStatus();
-    refusal = principal.status();
-  } else {
-    // Every other route takes no body: one announced there is refused before it is
-    // read (found by a red team: slow bodies on POST /healthz, needing no key, held
-    // every connection slot for the whole body deadline).
-    const absl::string_view length = head.Header("content-length");
-    if (head.Header("transfer-encoding").empty() && (length.empty() || length == "0")) {
-      return absl::OkStatus();
-    }
-    const bool known = head.path == "/v1/models" || head.path == "/healthz" ||
-                       head.path == "/readyz" || head.path == "/metrics" ||
-                       head.path == "/v1/chat/completions" || head.path == "/v1/responses";
-    refusal = !known ? ReasonError("route_not_found", absl::StrCat("no route for ", head.path))
-              : head.method == "GET"
-                  ? ReasonError("invalid_request", absl::StrCat("GET ", head.path,
-                                                                " takes no request body"))
-                  : ReasonError("method_not_allowed",
-                                absl::StrCat(head.method, " is not allowed on ", head.path));
-  }
-  ++requests_total_;
-  ++responses_4xx_;
-  metrics_.Error(http::ErrorCodeOf(refusal));
-  return refusal;
-}
-
-const char* Gateway::ApiName(Api api) {
-  return api == Api::kResponses ? "responses" : "chat.completions";
-}
-
-void Gateway::HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer) {
-  std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
-  auto principal = Authenticate(*snapshot, request.Header("authorization"));
-  if (!principal.ok()) return Fail(writer, principal.status());
-  std::vector<openai::ModelListing> listings;
-  for (const auto& [name, entry] : options_.models) {
-    if (!policy::ModelGranted(*snapshot, (*principal)->name, name)) continue;
-    auto facts = FactsOf(name);  // a live bundle's READY wins over the catalog
-    listings.push_back({name, facts ? facts->context_length : entry.context_length,
-                        facts ? facts->default_max_tokens : entry.default_max_tokens});
-  }
-  ++responses_2xx_;
-  writer.Send(JsonResponse(
-      200, openai::ModelListJson(listings, options_.clock->UnixMicros() / 1000000)));
 }
 
 // ---- an admitted request ------------------------------------------------------------
@@ -1180,160 +902,6 @@ bool Gateway::CancelOwned(const std::string& principal, const std::string& reque
 void Gateway::Unregister(const std::string& request_id) {
   std::lock_guard<std::mutex> lock(live_mu_);
   live_owner_.erase(request_id);
-}
-
-void Gateway::HandleChat(Api api, const http::HttpRequest& http_request,
-                         http::ResponseWriter& writer,
-                         const std::shared_ptr<http::ResponseWriter>& shared_writer) {
-  const int64_t received_us = options_.clock->UnixMicros();
-  // 1. Authenticate.
-  std::shared_ptr<const policy::Snapshot> snapshot = options_.policy();
-  auto principal = AuthenticateKey(*snapshot, http_request.Header("authorization"));
-  if (!principal.ok()) return Fail(writer, principal.status());
-
-  // 2. Parse.
-  // Both APIs map onto the same internal request; Responses keeps what its response
-  // object echoes.
-  json::Value echo = json::Value::EmptyObject();
-  absl::StatusOr<openai::ChatCompletionRequest> parsed;
-  if (api == Api::kResponses) {
-    auto responses = openai::ParseResponsesRequest(http_request.body);
-    if (!responses.ok()) return Fail(writer, responses.status());
-    echo = std::move(responses->echo);
-    parsed = std::move(responses->chat);
-  } else {
-    parsed = openai::ParseChatCompletionRequest(http_request.body);
-  }
-  if (!parsed.ok()) return Fail(writer, parsed.status());
-  const bool stream = parsed->stream;
-  const bool include_usage = parsed->include_usage;
-
-  // 3-8. Policy, model, tools, render + count, context, budgets, admission.
-  ChatInput input;
-  input.api = ApiName(api);
-  input.user_agent = std::string(http_request.Header("user-agent"));
-  input.request = std::move(parsed->request);
-  input.has_max_tokens = parsed->has_max_tokens;
-  input.received_us = received_us;
-  http::HeaderList policy_headers;
-  auto admitted = Admit(snapshot, *principal, std::move(input), &policy_headers);
-  if (!admitted.ok()) return Fail(writer, admitted.status(), policy_headers);
-  Call& call = **admitted;
-  policy_headers = call.headers();
-  if (api == Api::kResponses) {
-    // The response object echoes the tools the model was offered: not the stripped ones.
-    const std::vector<std::string>& stripped = call.stripped_tools();
-    if (Value* tools = echo.Find("tools"); !stripped.empty() && tools != nullptr && tools->is_array()) {
-      auto& items = tools->items();
-      items.erase(std::remove_if(items.begin(), items.end(),
-                                 [&](const Value& tool) {
-                                   const Value* n = tool.Find("name");
-                                   return n != nullptr && n->is_string() &&
-                                          std::find(stripped.begin(), stripped.end(),
-                                                    n->as_string()) != stripped.end();
-                                 }),
-                  items.end());
-    }
-  }
-  const std::string request_id = call.request_id();
-  const std::string model_name = call.model();
-  broker::Broker* broker = options_.broker;
-  shared_writer->OnClose([broker, request_id] {
-    broker->Cancel(request_id, "the client closed the connection");
-  });
-
-  // 9. Answer; exactly one terminal outcome.
-  openai::ResponseMeta meta{openai::CompletionIdFor(request_id), model_name, call.created_unix_s()};
-  const bool responses_api = api == Api::kResponses;
-  if (!stream) {
-    // One whole response: no thread waits for it. The events are read where the broker
-    // delivers them, and the last one sends the response from there.
-    struct Reply {
-      Reply(const openai::ResponseMeta& meta, std::string response_id, json::Value echo)
-          : accumulator(meta), responses(std::move(response_id), meta.model, meta.created,
-                                         std::move(echo)) {}
-      std::unique_ptr<Call> call;
-      std::shared_ptr<http::ResponseWriter> writer;
-      http::HeaderList headers;
-      openai::ChatCompletionAccumulator accumulator;
-      openai::ResponsesRenderer responses;
-    };
-    auto reply = std::make_shared<Reply>(meta, openai::ResponseIdFor(request_id), std::move(echo));
-    reply->call = std::move(*admitted);
-    reply->writer = shared_writer;
-    reply->headers = std::move(policy_headers);
-    Call* raw = reply->call.get();
-    raw->OnEvents([this, reply, responses_api]() {
-      while (std::optional<v1::StreamEvent> event = reply->call->Next(0)) {
-        if (responses_api) {
-          reply->responses.OnEvent(*event);
-        } else {
-          reply->accumulator.Add(*event);
-        }
-        if (!event->has_terminal()) continue;
-        const absl::Status& error =
-            responses_api ? reply->responses.error() : reply->accumulator.error();
-        if (!error.ok()) {
-          Fail(*reply->writer, error, reply->headers);
-        } else {
-          ++responses_2xx_;
-          reply->writer->Send(JsonResponse(
-              200, responses_api ? reply->responses.ResponseJson() : reply->accumulator.ToJson(),
-              reply->headers));
-        }
-        reply->call.reset();  // its outcome is recorded; nothing more will come
-        reply->writer.reset();
-        return true;
-      }
-      return false;
-    });
-    return;
-  }
-  openai::ChatStreamRenderer renderer(meta, include_usage);
-  openai::ResponsesRenderer responses(openai::ResponseIdFor(request_id), model_name,
-                                      meta.created, std::move(echo));
-  bool started = false;
-  auto start_stream = [&](const std::string& prelude) {
-    http::HeaderList headers = policy_headers;
-    headers.emplace_back("Content-Type", "text/event-stream");
-    headers.emplace_back("Cache-Control", "no-cache");
-    writer.StartChunked(200, headers);
-    ++responses_2xx_;
-    started = true;
-    if (!prelude.empty()) writer.WriteChunk(prelude);
-    if (responses_api) writer.WriteChunk(responses.Start());
-  };
-  if (call.priority() == v1::PRIORITY_ACCESSIBILITY) {
-    // Accessibility: say at once that the request is admitted and working, before the
-    // worker's first token (docs/router.md, "Accessibility"). A failure before any
-    // output then arrives in the stream rather than as the HTTP status.
-    start_stream(absl::StrCat(": admitted ", request_id, "\n\n"));
-  }
-  while (true) {
-    std::optional<v1::StreamEvent> next = call.Next(kKeepAliveMs);
-    if (!next) {
-      // A long silence (prefill of a long prompt, a slow tool call): an SSE comment
-      // keeps proxies and clients from timing the stream out.
-      if (started) writer.WriteChunk(": keep-alive\n\n");
-      continue;
-    }
-    const v1::StreamEvent& event = *next;
-    if (!started) {
-      if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
-        Fail(writer, openai::TerminalStatus(event.terminal()), policy_headers);
-        break;
-      }
-      start_stream("");
-    }
-    writer.WriteChunk(responses_api ? responses.OnEvent(event) : renderer.OnEvent(event));
-    if (event.has_terminal() && !openai::TerminalStatus(event.terminal()).ok()) {
-      metrics_.Error(http::ErrorCodeOf(openai::TerminalStatus(event.terminal())));
-    }
-    if (event.has_terminal()) {
-      writer.EndChunked();
-      break;
-    }
-  }
 }
 
 }  // namespace gantry::router

@@ -1,39 +1,37 @@
-// The gateway's enforcement pipeline: the one path every OpenAI HTTP request takes.
+// The gateway's enforcement pipeline: the one path every request takes, whatever its
+// transport (HTTP in http_gateway.h, gRPC in grpc_gateway.h). A transport
+// authenticates (AuthenticateKey) and maps its request onto a v1::InferenceRequest,
+// then Admit runs the rest:
 //
-//   POST /v1/chat/completions and POST /v1/responses (the same pipeline; only the body
-//   mapping and the rendering of the result differ)
-//     authenticate   Bearer key -> principal (SHA-256 of the key looked up in the
-//                    policy snapshot, then compared in constant time)   401 unauthenticated
-//     parse          OpenAI body -> InferenceRequest (openai/chat_request.h,
-//                    openai/responses_request.h)
-//                                                         400 invalid_json / invalid_request
-//     policy         Decide(); deny -> 403 policy_denied naming the rule; clamp -> the
-//                    clamped values are used and the response carries
+//     policy         Decide(); deny -> policy_denied naming the rule; clamp -> the
+//                    clamped values are used and the answer carries
 //                    x-gantry-policy-rule and x-gantry-policy-sha256
-//     model          the model's entry (counter, context, tool protocol)  404 model_not_found
+//     model          the model's entry (counter, context, tool protocol)  model_not_found
 //     tools          tools sent to a bundle without a declared tool protocol
-//                                                   400 tool_protocol_undeclared (before rendering)
+//                                             tool_protocol_undeclared (before rendering)
 //     render+count   the model's chat template and tokenizer (PromptCounter)
-//                                                                  422 template_render_failed
-//     context        prompt + max_tokens > context_length     400 context_length_exceeded
-//     admission      Broker::Submit                      503 no_worker / 429 queue_full
-//     stream back    SSE chunks or one chat.completion; exactly one terminal outcome;
-//                    the client going away cancels the request on the worker. For the
-//                    accessibility class an SSE stream starts at once with the comment
-//                    `: admitted <request id>`, and text comes in sentences (Call)
-//   GET /v1/models (authenticated), /healthz, /readyz, /metrics (Prometheus text).
+//                                                                 template_render_failed
+//     context        prompt + max_tokens > context_length         context_length_exceeded
+//     budgets        tokens, requests per minute, concurrency      budget_exceeded /
+//                                                                  rate_limited
+//     admission      Broker::Submit                               no_worker / queue_full
+//
+// and the admitted Call gives the events: exactly one Terminal, the client going away
+// cancels the request on the worker, tool calls decided by the policy before they go
+// out, and for the accessibility class text in sentences.
 //
 // The bundle facts (context length, tool protocol) come from a LIVE worker's READY
-// when there is one, else from the model catalog (--models) until bundles exist.
-// Ledger events (when a recorder is configured): admission.decided (every decision,
-// allowed or not, once the principal is known), dispatch.sent (the request was handed
-// to the broker), request.evidence (what the request was and how it went: client,
-// bundle, prompt token count and hash, advertised tools, output cap, tool calls issued
-// and answered, timings; docs/tool-protocols.md, "Evidence"), request.finished /
-// request.failed.
+// when there is one, else from the model catalog (--models, model_catalog.h).
+// Ledger events (when a recorder is configured, event_recorder.h): admission.decided
+// (every decision, allowed or not, once the principal is known), dispatch.sent (the
+// request was handed to the broker), request.evidence (what the request was and how it
+// went: client, bundle, prompt token count and hash, advertised tools, output cap, tool
+// calls issued and answered, timings; docs/tool-protocols.md, "Evidence"),
+// request.finished / request.failed.
 //
-// Thread-safety: Handle() runs on many HTTP pool threads at once; a Gateway is
-// immutable after construction apart from its atomic counters.
+// Thread-safety: every transport calls it from many threads at once; a Gateway is
+// immutable after construction apart from its atomic counters and its table of live
+// requests (under a mutex).
 #ifndef GANTRY_ROUTER_GATEWAY_H_
 #define GANTRY_ROUTER_GATEWAY_H_
 
@@ -53,91 +51,13 @@
 #include "policy/policy_types.h"
 #include "router/broker/broker.h"
 #include "router/budget/budget_tracker.h"
+#include "router/event_recorder.h"
 #include "router/http/http_server.h"
 #include "router/metrics.h"
+#include "router/model_catalog.h"
 #include "router/request_evidence.h"
 
-namespace gantry {
-namespace tokenizer {
-class Tokenizer;
-}
-namespace ledger {
-class LedgerWriter;
-}
-}  // namespace gantry
-
 namespace gantry::router {
-
-// Renders a request with a model's chat template and counts its tokens.
-// Thread-safety: Render() is called from many threads at once.
-class PromptCounter {
- public:
-  virtual ~PromptCounter() = default;
-  // Errors: INVALID_ARGUMENT template_render_failed (the template rejected the
-  // messages), invalid_request (text the tokenizer cannot encode).
-  virtual absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request) const = 0;
-};
-
-// The real counter: tokenizer-svc's ChatTemplate + Tokenizer (tokenizer.json and
-// tokenizer_config.json of one directory, or texts for tests).
-absl::StatusOr<std::shared_ptr<const PromptCounter>> LoadPromptCounter(const std::string& dir);
-absl::StatusOr<std::shared_ptr<const PromptCounter>> MakePromptCounter(
-    absl::string_view template_source, absl::string_view tokenizer_json,
-    absl::string_view tokenizer_config_json);
-
-// The conversation object HF's apply_chat_template receives for `request`
-// (messages, tools, add_generation_prompt: true, template kwargs).
-std::string ConversationJsonForTest(const v1::InferenceRequest& request);
-
-struct ModelEntry {
-  std::string name;
-  std::shared_ptr<const PromptCounter> counter;
-  uint32_t context_length = 0;
-  std::string tool_protocol;  // "" when the bundle declares none
-  uint32_t default_max_tokens = policy::kDefaultMaxTokens;
-};
-
-// --models FILE: {"models": [{"name", "tokenizer_dir", "context_length",
-// "tool_protocol", "default_max_tokens"}]}; a relative tokenizer_dir is relative to the
-// file's directory. Errors: NOT_FOUND, invalid_json, invalid_request (naming the field).
-absl::StatusOr<std::map<std::string, ModelEntry>> LoadModelCatalog(const std::string& path);
-
-// Where ledger events go. LedgerRecorder writes through ledger::LedgerWriter; tests
-// record in memory. Record() must not block for long (LedgerWriter queues).
-// Durability (docs/ledger.md, "Durability"): a request's Terminal reaches its client only
-// once Mark() (taken after its outcome was recorded) is durable; WhenDurable answers on
-// the recorder's thread, without blocking. Healthy() not OK (the spool failed) makes the
-// gateway refuse new work with 503 evidence_unavailable. The defaults: in memory, always
-// durable.
-class EventRecorder {
- public:
-  virtual ~EventRecorder() = default;
-  virtual void Record(const std::string& stream_id, const std::string& type,
-                      const std::string& payload_json) = 0;
-  // A ticket covering every event recorded so far (0: nothing to wait for).
-  virtual uint64_t Mark() { return 0; }
-  virtual void WhenDurable(uint64_t ticket, int timeout_ms,
-                           std::function<void(absl::Status)> done) {
-    (void)ticket;
-    (void)timeout_ms;
-    done(absl::OkStatus());
-  }
-  virtual absl::Status Healthy() const { return absl::OkStatus(); }
-};
-
-class LedgerRecorder : public EventRecorder {
- public:
-  explicit LedgerRecorder(ledger::LedgerWriter* writer) : writer_(writer) {}
-  void Record(const std::string& stream_id, const std::string& type,
-              const std::string& payload_json) override;
-  uint64_t Mark() override;
-  void WhenDurable(uint64_t ticket, int timeout_ms,
-                   std::function<void(absl::Status)> done) override;
-  absl::Status Healthy() const override;
-
- private:
-  ledger::LedgerWriter* writer_;
-};
 
 struct GatewayOptions {
   // The policy in force; called once per request (PolicyReloader::Current()).
@@ -165,27 +85,12 @@ struct GatewayOptions {
 class Gateway {
  public:
   explicit Gateway(GatewayOptions options);
-  // The HTTP handler (router/http/http_server.h). A streamed response holds its pool
-  // thread until it has ended; a whole (non-streamed) response does not: the handler
-  // returns after admission, and the response is sent from the thread that delivers the
-  // worker's last event (the broker's), saving a thread hand-off.
-  void Handle(http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer);
-  // Whether Handle() answers `request` without blocking: a non-streamed chat or
-  // Responses request with a small body (8 KiB at most), whose admission (render +
-  // count included) is short. The HTTP server may then run it on its loop thread
-  // (HttpServerOptions::run_on_loop). Conservative: a body that might ask for a stream
-  // (any "stream" in it, or any backslash-u escape that could spell it) says false.
-  static bool AnswersWithoutBlocking(const http::HttpRequest& request);
-  // The HTTP server's on_headers hook (HttpServerOptions::on_headers), on its loop
-  // thread: a chat or Responses request whose key is missing or unknown is refused
-  // (401 unauthenticated, counted as Handle counts it) as soon as its header section is
-  // complete, so that its body is never read. Cheap: one SHA-256 of the key.
-  absl::Status CheckHead(const http::HttpRequest& head);
   // Whether the router can take work now: OK, else evidence_unavailable (the ledger
   // writer cannot keep evidence: Admit refuses every request) or no_worker. /readyz and
   // the gRPC health service answer by it.
   absl::Status Ready() const;
-  // The Prometheus text of /metrics.
+  // The pipeline's part of /metrics (Prometheus text): the broker, the policy, errors
+  // by code, request durations and tokens.
   std::string MetricsText() const;
 
   // ---- the pipeline for every transport (HTTP here, gRPC in grpc_gateway.h) ----------
@@ -293,13 +198,6 @@ class Gateway {
   RouterMetrics& metrics() { return metrics_; }
 
  private:
-  enum class Api { kChatCompletions, kResponses };
-  static const char* ApiName(Api api);  // "chat.completions", "responses"
-  void HandleChat(Api api, const http::HttpRequest& request, http::ResponseWriter& writer,
-                  const std::shared_ptr<http::ResponseWriter>& shared_writer);
-  void HandleModels(const http::HttpRequest& request, http::ResponseWriter& writer);
-  void Fail(http::ResponseWriter& writer, const absl::Status& status,
-            const http::HeaderList& extra = {});
   // Records `payload` (as canonical JSON) when a recorder is configured.
   void RecordEvent(const std::string& stream_id, const std::string& type,
                    const json::Value& payload);
@@ -320,10 +218,6 @@ class Gateway {
   // Live admitted requests -> the principal that admitted each (CancelOwned).
   std::mutex live_mu_;
   std::map<std::string, std::string> live_owner_;
-  std::atomic<uint64_t> requests_total_{0};
-  std::atomic<uint64_t> responses_2xx_{0};
-  std::atomic<uint64_t> responses_4xx_{0};
-  std::atomic<uint64_t> responses_5xx_{0};
 };
 
 }  // namespace gantry::router

@@ -1,6 +1,7 @@
 // End to end through real sockets: HTTP client -> HttpServer -> Gateway (policy engine
 // with a test policy file, tiny tokenizer + template) -> Broker -> fake workers.
 #include "router/gateway.h"
+#include "router/http_gateway.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -119,9 +120,10 @@ class GatewayTest : public ::testing::Test {
     options.broker = broker_.get();
     options.recorder = &recorder_;
     gateway_ = std::make_unique<Gateway>(options);
+    http_gateway_ = std::make_unique<HttpGateway>(gateway_.get());
     auto server = http::HttpServer::Start({}, [this](http::HttpRequest r,
                                                      std::shared_ptr<http::ResponseWriter> w) {
-      gateway_->Handle(std::move(r), std::move(w));
+      http_gateway_->Handle(std::move(r), std::move(w));
     });
     ASSERT_TRUE(server.ok());
     server_ = std::move(*server);
@@ -187,6 +189,7 @@ class GatewayTest : public ::testing::Test {
   std::unique_ptr<broker::Broker> broker_;
   RecordingRecorder recorder_;
   std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpGateway> http_gateway_;
   std::unique_ptr<http::HttpServer> server_;
   std::unique_ptr<FakeWorkerForTest> worker_;
   std::unique_ptr<FakeWorkerForTest> plain_worker_;
@@ -633,24 +636,24 @@ TEST(GatewayLoopThread, AnswersWithoutBlockingOnlyForSmallNonStreamedBodies) {
   r.method = "POST";
   r.path = "/v1/chat/completions";
   r.body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
-  EXPECT_TRUE(Gateway::AnswersWithoutBlocking(r));
+  EXPECT_TRUE(HttpGateway::AnswersWithoutBlocking(r));
   r.path = "/v1/responses";
-  EXPECT_TRUE(Gateway::AnswersWithoutBlocking(r));
+  EXPECT_TRUE(HttpGateway::AnswersWithoutBlocking(r));
   http::HttpRequest streamed = r;
   streamed.body = R"({"model":"m","stream":false,"input":"hi"})";
-  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(streamed));
+  EXPECT_FALSE(HttpGateway::AnswersWithoutBlocking(streamed));
   http::HttpRequest escaped = r;
   escaped.body = R"({"model":"m","str\u0065am":true,"input":"hi"})";
   ASSERT_NE(escaped.body.find('\\'), std::string::npos);  // the escape is in the body
-  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(escaped));
+  EXPECT_FALSE(HttpGateway::AnswersWithoutBlocking(escaped));
   http::HttpRequest large = r;
   large.body = std::string(9 * 1024, ' ') + r.body;
-  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(large));
+  EXPECT_FALSE(HttpGateway::AnswersWithoutBlocking(large));
   http::HttpRequest get = r;
   get.method = "GET";
   get.path = "/v1/models";
   get.body.clear();
-  EXPECT_FALSE(Gateway::AnswersWithoutBlocking(get));
+  EXPECT_FALSE(HttpGateway::AnswersWithoutBlocking(get));
 }
 
 TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {

@@ -82,17 +82,18 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   options.budgets = &router->budgets_;
   options.recorder = recorder;
   router->gateway_ = std::make_unique<Gateway>(std::move(options));
+  router->http_gateway_ = std::make_unique<HttpGateway>(router->gateway_.get());
   // As gantry-router does; a test may pass its own.
-  if (!http_options.run_on_loop) http_options.run_on_loop = &Gateway::AnswersWithoutBlocking;
+  if (!http_options.run_on_loop) http_options.run_on_loop = &HttpGateway::AnswersWithoutBlocking;
   if (!http_options.on_headers) {
     http_options.on_headers = [r](const http::HttpRequest& head) {
-      return r->gateway_->CheckHead(head);
+      return r->http_gateway_->CheckHead(head);
     };
   }
   auto server = http::HttpServer::Start(
       std::move(http_options),
       [r](http::HttpRequest request, std::shared_ptr<http::ResponseWriter> writer) {
-        r->gateway_->Handle(std::move(request), std::move(writer));
+        r->http_gateway_->Handle(std::move(request), std::move(writer));
       });
   if (!server.ok()) return server.status();
   router->server_ = std::move(*server);

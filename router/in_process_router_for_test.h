@@ -18,6 +18,7 @@
 #include "router/budget/budget_tracker.h"
 #include "router/fake_worker_for_test.h"
 #include "router/gateway.h"
+#include "router/http_gateway.h"
 #include "router/http/http_server.h"
 
 namespace gantry::router {
@@ -68,6 +69,7 @@ class InProcessRouterForTest {
   std::unique_ptr<broker::Broker> broker_;
   BudgetTracker budgets_;
   std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpGateway> http_gateway_;
   std::unique_ptr<http::HttpServer> server_;
 };
 

@@ -19,6 +19,7 @@
 #include "router/broker/broker.h"
 #include "router/gateway.h"
 #include "router/grpc_gateway.h"
+#include "router/http_gateway.h"
 #include "router/router_flags.h"
 #include "router/http/http_server.h"
 #include "router/http/tls.h"
@@ -106,15 +107,16 @@ int main(int argc, char** argv) {
     http_options.tls = std::move(*tls);
   }
   // Small non-streamed requests are admitted on the loop thread (no hand-off).
-  http_options.run_on_loop = &router::Gateway::AnswersWithoutBlocking;
+  http_options.run_on_loop = &router::HttpGateway::AnswersWithoutBlocking;
   // An unknown key is answered 401 once the headers are in, before the body is read.
-  http_options.on_headers = [&gateway](const http::HttpRequest& head) {
-    return gateway.CheckHead(head);
+  router::HttpGateway http_gateway(&gateway);
+  http_options.on_headers = [&http_gateway](const http::HttpRequest& head) {
+    return http_gateway.CheckHead(head);
   };
   auto server = http::HttpServer::Start(
-      http_options, [&gateway](http::HttpRequest request,
-                               std::shared_ptr<http::ResponseWriter> writer) {
-        gateway.Handle(std::move(request), std::move(writer));
+      http_options, [&http_gateway](http::HttpRequest request,
+                                    std::shared_ptr<http::ResponseWriter> writer) {
+        http_gateway.Handle(std::move(request), std::move(writer));
       });
   if (!server.ok()) return Die("listen", server.status().ToString());
   std::unique_ptr<router::GrpcGateway> grpc;  // --grpc-listen: the same pipeline over gRPC
