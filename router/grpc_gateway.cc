@@ -1,5 +1,6 @@
 #include "router/grpc_gateway.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -116,11 +118,49 @@ class HoldTicker {
   std::thread thread_;  // last: started once the rest is built
 };
 
+// The places callers hold while gRPC reads their request message, counted per key (a
+// principal, or a peer address for the open health service) and in all; one more than
+// either cap is refused before the read. A place is given back when the message is in.
+class ReadPlaces {
+ public:
+  bool Take(const std::string& key, int per_key, int total) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int& mine = by_key_[key];
+    if (mine >= per_key || total_ >= total) {
+      if (mine == 0) by_key_.erase(key);
+      return false;
+    }
+    ++mine;
+    ++total_;
+    return true;
+  }
+  void Give(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) return;
+    if (--it->second == 0) by_key_.erase(it);
+    --total_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int> by_key_;
+  int total_ = 0;
+};
+
+// "ipv4:1.2.3.4:5678" -> "ipv4:1.2.3.4" (a peer's address without its port).
+std::string PeerAddress(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t first = peer.find(':');
+  return colon == std::string::npos || colon == first ? peer : peer.substr(0, colon);
+}
+
 struct ListenerState {
   Gateway* gateway;
   GrpcGatewayOptions options;
   std::atomic<int> streams{0};   // Chat calls past their authentication
   std::atomic<int> watchers{0};  // health Watch calls
+  ReadPlaces reading;            // calls whose request message is being read
   HoldTicker ticker;
   // Where Chat calls are checked and admitted (Admit renders and counts the prompt: too
   // long for gRPC's callback threads). CPU work only: twice the cores, then they queue.
@@ -216,7 +256,14 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
   }
 
   void OnReadDone(bool ok) override {
+    read_deadline_.Cancel();
+    GiveReadPlace();
     if (!ok) {
+      if (read_timed_out_) {
+        gateway_->metrics().Error("request_timeout");
+        return End(grpc::Status(grpc::StatusCode::CANCELLED,
+                                "request_timeout: the request message did not arrive in time"));
+      }
       if (Cancelled()) return End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
       // The client half-closed without a request message.
       Refuse(ReasonError("invalid_request", "the call carried no request message"));
@@ -291,11 +338,20 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
     if (stream != nullptr) stream->ClientGone();
   }
 
-  void OnDone() override { delete this; }
+  // gRPC is done with the call; the reactor goes once the read deadline's alarm has
+  // also answered (it always does, fired or cancelled), whichever is last.
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(alarm_mu_);
+      done_ = true;
+    }
+    Unref();
+  }
 
   // The end of the call. Nothing may touch the reactor after it: OnDone may delete it
   // on another thread at once.
   void End(const grpc::Status& status) {
+    GiveReadPlace();
     Release();
     Finish(status);
   }
@@ -335,7 +391,50 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
       }
       holds_ = &listener_->watchers;
     }
+    // While its message is read, a call holds a read place: per principal for the
+    // Gateway's methods, per peer address for the open health service. A message that
+    // has not arrived within read_timeout_ms ends the call (its places are given back).
+    const GrpcGatewayOptions& o = listener_->options;
+    read_key_ = NeedsKey(method_) ? "principal:" + principal_ : "peer:" + PeerAddress(ctx_->peer());
+    const bool read_place = NeedsKey(method_)
+                                ? listener_->reading.Take(read_key_, o.max_reads_per_principal, o.max_reads)
+                                : listener_->reading.Take(read_key_, o.max_health_reads_per_peer,
+                                                          o.max_health_reads);
+    if (!read_place) {
+      read_key_.clear();
+      if (NeedsKey(method_)) {
+        return Refuse(WithRetryAfter(
+            ReasonError("server_busy", "too many calls of this principal being read"), 1000));
+      }
+      return End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "server_busy: too many health calls being read"));
+    }
+    refs_.fetch_add(1);
+    read_deadline_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(o.read_timeout_ms),
+                       [this](bool fired) {
+                         {
+                           std::lock_guard<std::mutex> lock(alarm_mu_);
+                           if (fired && !done_) {
+                             read_timed_out_ = true;
+                             ctx_->TryCancel();
+                           }
+                         }
+                         Unref();
+                       });
     StartRead(&request_);
+  }
+
+  void GiveReadPlace() {
+    std::string key;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      key.swap(read_key_);
+    }
+    if (!key.empty()) listener_->reading.Give(key);
+  }
+
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
   }
 
   // Gives back the Chat or Watch place this call holds.
@@ -473,6 +572,12 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
   std::shared_ptr<const policy::Snapshot> snapshot_;
   std::string principal_;
   std::atomic<int>* holds_ = nullptr;  // the cap this call counts against, if any
+  std::string read_key_;               // guarded by mu_; the read place held, if any
+  grpc::Alarm read_deadline_;
+  std::mutex alarm_mu_;
+  bool done_ = false;                  // guarded by alarm_mu_: OnDone came
+  std::atomic<bool> read_timed_out_{false};
+  std::atomic<int> refs_{1};           // gRPC's OnDone, and the alarm's answer once set
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;  // a unary answer, or the Watch message being written
   std::mutex mu_;

@@ -76,6 +76,17 @@ struct GrpcGatewayOptions {
   int max_health_watchers = 64;
   int max_receive_message_bytes = 16 << 20;
   int64_t max_memory_bytes = int64_t{256} << 20;
+  // While gRPC reads a call's request message the call holds a read place: at most
+  // `max_reads_per_principal` per principal and `max_reads` in all for the Gateway's
+  // methods, `max_health_reads_per_peer` per peer address and `max_health_reads` in all
+  // for the open health service (each may make gRPC buffer up to
+  // max_receive_message_bytes). One more is refused, unread. A message that has not
+  // arrived within `read_timeout_ms` of the call's headers ends the call.
+  int max_reads_per_principal = 128;
+  int max_reads = 1024;
+  int max_health_reads_per_peer = 2;
+  int max_health_reads = 16;
+  int read_timeout_ms = 5000;
   int min_ping_interval_ms = 10000;
   int max_connection_idle_ms = 300000;
 };

@@ -478,6 +478,59 @@ TEST_F(GrpcGatewayTest, ChatStreamsAreCappedBeforeTheyAreRead) {
   EXPECT_TRUE(served);
 }
 
+// While gRPC reads a request message the call holds a read place: a principal, or a
+// peer address on the open health service, holds only so many (found by a red team:
+// unauthenticated Health/Check calls of 16 MB each, unbounded, took the router to 7 GB;
+// one key held every Chat place with header-only calls). A message that never comes
+// ends the call after read_timeout_ms.
+TEST_F(GrpcGatewayTest, CallsBeingReadAreCappedPerPrincipalAndPeerAndTimedOut) {
+  GrpcGatewayOptions options;
+  options.max_reads_per_principal = 2;
+  options.max_health_reads_per_peer = 2;
+  options.read_timeout_ms = 1500;
+  auto capped = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  const int port = (*capped)->port();
+  struct Holder {
+    std::thread thread;
+    RawOutcome outcome;
+  };
+  auto hold = [&](Holder* h, const char* method, const char* key) {
+    h->thread = std::thread([h, port, method, key] {
+      h->outcome = RawCall(port, method, key, std::nullopt, false, 10);
+    });
+  };
+  Holder chats[2], checks[2];
+  for (Holder& h : chats) hold(&h, "/gantry.v1.Gateway/Chat", "k-dev");
+  for (Holder& h : checks) hold(&h, "/grpc.health.v1.Health/Check", "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all four are being read
+  RawOutcome third_chat = RawCall(port, "/gantry.v1.Gateway/Chat", "k-dev", std::nullopt, false, 10);
+  EXPECT_EQ(third_chat.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << third_chat.status.error_message();
+  EXPECT_EQ(third_chat.error_code, "server_busy");
+  RawOutcome third_check =
+      RawCall(port, "/grpc.health.v1.Health/Check", "", std::nullopt, false, 10);
+  EXPECT_EQ(third_check.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Another principal has places of its own.
+  grpc::ClientContext other;
+  Authorize(&other, "k-ada");
+  v1::ListModelsResponse models;
+  auto stub = v1::Gateway::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                       grpc::InsecureChannelCredentials()));
+  EXPECT_TRUE(stub->ListModels(&other, {}, &models).ok());
+  // The holders' messages never come: their calls end after 1.5 s, not at their 10 s.
+  for (Holder* h : {&chats[0], &chats[1], &checks[0], &checks[1]}) {
+    h->thread.join();
+    EXPECT_EQ(h->outcome.status.error_code(), grpc::StatusCode::CANCELLED)
+        << h->outcome.status.error_message();
+  }
+  EXPECT_GE(router_->gateway()->metrics().Errors("request_timeout"), 4u);
+  // And their places are free again.
+  grpc::ClientContext again;
+  Authorize(&again, "k-dev");
+  EXPECT_TRUE(stub->ListModels(&again, {}, &models).ok());
+}
+
 // The unauthenticated Watch holds a thread per caller: only max_health_watchers at once.
 TEST_F(GrpcGatewayTest, HealthWatchersAreCapped) {
   namespace health = grpc::health::v1;
