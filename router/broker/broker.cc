@@ -6,18 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
-#include <unordered_map>
 #include <zmq.hpp>
 
 #include "absl/strings/match.h"
@@ -26,23 +22,11 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/zmq_io.h"
-#include "gantry/v1/worker.pb.h"
-#include "proto/worker_frames.h"
-#include "router/broker/worker_auth.h"
+#include "router/broker/broker_impl.h"
 
 namespace gantry::broker {
-namespace {
 
-constexpr int kPriorityClasses = 3;
-
-// Serving order of the priority classes: accessibility, interactive, batch.
-int ClassIndex(v1::PriorityClass priority) {
-  switch (priority) {
-    case v1::PRIORITY_ACCESSIBILITY: return 0;
-    case v1::PRIORITY_BATCH: return 2;
-    default: return 1;
-  }
-}
+namespace internal {
 
 std::string Printable(const std::string& identity) {
   static const char* hex = "0123456789abcdef";
@@ -52,6 +36,22 @@ std::string Printable(const std::string& identity) {
     out.push_back(hex[c & 15]);
   }
   return out;
+}
+
+}  // namespace internal
+
+using internal::kPriorityClasses;
+using internal::Printable;
+
+namespace {
+
+// Serving order of the priority classes: accessibility, interactive, batch.
+int ClassIndex(v1::PriorityClass priority) {
+  switch (priority) {
+    case v1::PRIORITY_ACCESSIBILITY: return 0;
+    case v1::PRIORITY_BATCH: return 2;
+    default: return 1;
+  }
 }
 
 // What a Terminal says the request used and where it ran: usage, timings, bundle.
@@ -121,218 +121,9 @@ absl::Status PlainWorkersPrivate(const std::string& endpoint) {
   return absl::OkStatus();
 }
 
-constexpr int64_t kRefusalLogIntervalUs = 10'000'000;
-constexpr size_t kMaxRefusalLogKeys = 1024;
-
-bool IsLowerHex64(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-// What a READY claims beyond the bounds in broker.h: "" when nothing.
-std::string ReadyOutOfBounds(const v1::Ready& ready) {
-  const v1::BundleIdentity& b = ready.bundle();
-  if (ready.worker_id().size() > kMaxWorkerIdBytes) {
-    return absl::StrCat("worker_id longer than ", kMaxWorkerIdBytes, " bytes");
-  }
-  if (b.model().size() > 128) return "bundle.model longer than 128 bytes";
-  if (!IsLowerHex64(b.identity_sha256())) {
-    return "bundle.identity_sha256 is not 64 lowercase hex digits";
-  }
-  if (ready.slots() > kMaxWorkerSlots) {
-    return absl::StrCat("slots ", ready.slots(), " > ", kMaxWorkerSlots);
-  }
-  if (b.context_length() > kMaxContextLength) {
-    return absl::StrCat("bundle.context_length ", b.context_length(), " > ", kMaxContextLength);
-  }
-  // An output cap above the context is legal (the gateway reserves at most the room
-  // left), but not beyond any context.
-  if (b.default_max_tokens() > kMaxContextLength) {
-    return absl::StrCat("bundle.default_max_tokens ", b.default_max_tokens(), " > ",
-                        kMaxContextLength);
-  }
-  if (ready.heartbeat_interval_ms() > kMaxReadyHeartbeatIntervalMs) {
-    return absl::StrCat("heartbeat_interval_ms ", ready.heartbeat_interval_ms(), " > ",
-                        kMaxReadyHeartbeatIntervalMs);
-  }
-  return "";
-}
-
-// The Status of a DISCONNECT that refuses a READY (`worker_not_allowed`,
-// `worker_id_taken`, `invalid_request`: docs/protocol.md, "Worker identity").
-v1::Status RegistrationRefusal(absl::string_view reason, absl::string_view message) {
-  v1::Status out;
-  ToProto(ReasonError(reason, message), &out);
-  return out;
-}
 
 }  // namespace
 
-class Broker::Impl {
- public:
-  explicit Impl(BrokerOptions options) : options_(std::move(options)) {}
-  ~Impl() { Stop(); }
-
-  absl::StatusOr<std::string> Bind();
-  void StartThread() {
-    thread_ = std::thread([this] { Run(); });
-  }
-  void Run();
-  void Stop();
-
-  absl::Status Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink);
-  void Cancel(const std::string& request_id, const std::string& reason);
-  std::optional<v1::BundleIdentity> LiveBundle(const std::string& model) const;
-  std::vector<std::string> LiveModels() const;
-  uint32_t LiveWorkerCount(const std::string& model) const;
-  BrokerStats stats() const;
-
- private:
-  struct Pending {
-    v1::InferenceRequest request;
-    std::shared_ptr<StreamSink> sink;
-  };
-  // Why the broker ended a dispatched request (Cancel, deadline, seq gap).
-  struct Ending {
-    v1::FinishReason finish = v1::FINISH_ERROR;
-    absl::Status status;
-    int64_t since_us = 0;  // monotonic: when it was decided
-  };
-  struct InFlight {
-    Pending pending;
-    uint64_t next_seq = 0;         // the seq expected from the worker
-    uint64_t relayed = 0;          // events passed to the sink
-    // Set once the broker ended the request: nothing more is relayed, and the sink gets
-    // its Terminal when the worker's FINAL comes or the worker is lost for it.
-    std::optional<Ending> ending;
-    int missing_heartbeats = 0;
-    uint32_t completion_tokens = 0;  // the worker's running count (Partial)
-    uint32_t output_events = 0;      // text, reasoning and tool-call events received
-  };
-  struct Worker {
-    std::string identity;
-    std::string worker_id;
-    // The ZAP user id of the connection that sent READY (the CURVE key's fingerprint;
-    // "" for plain workers). Every later message must come with the same.
-    std::string user_id;
-    v1::BundleIdentity bundle;
-    uint32_t slots = 0;
-    int64_t credit = 0;
-    int64_t last_seen_us = 0;
-    std::map<std::string, InFlight> in_flight;
-  };
-
-  // All below: precondition mu_ held.
-  void Wake();
-  // `user_id`: the connection's ZAP user id (the key's fingerprint with CURVE).
-  void HandleMessage(std::vector<std::string> frames, const std::string& user_id);
-  // Whether a line keyed `key` may be logged now (one per key per
-  // kRefusalLogIntervalUs); `*since` is the number of occurrences it stands for.
-  bool ThrottledLog(const std::string& key, int64_t* since);
-  // DISCONNECT with a registration refusal (`code`: worker_not_allowed, ...).
-  void SendRefusal(const std::string& identity, absl::string_view code, absl::string_view why);
-  void OnReady(const std::string& identity, const v1::Ready& ready, const std::string& user_id);
-  // Refuses a READY: logs `broker.ready_refused` with `code`, counts it, and answers
-  // DISCONNECT with that code. The sender stays UNKNOWN.
-  void RefuseReady(const std::string& identity, const v1::Ready& ready,
-                   const std::string& user_id, absl::string_view code,
-                   absl::string_view why);
-  void OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat);
-  void OnPartial(Worker& worker, const v1::Partial& partial);
-  void OnFinal(Worker& worker, const v1::Final& final_message);
-  // Marks the worker EXPIRED: fails its in-flight requests with worker_lost, forgets it.
-  void Expire(std::string identity, absl::string_view why);
-  void SendTo(std::string identity, const wire::WorkerMessage& message);
-  void SendDisconnect(const std::string& identity, absl::string_view message);
-  void Tick();
-  void Dispatch();
-  void FailQueuedIfNoWorker(const std::string& model);
-  bool HasLiveWorker(const std::string& model) const;
-  // The credit of the model's LIVE workers together.
-  size_t FreeSlots(const std::string& model) const;
-  void Deliver(InFlight& flight, v1::StreamEvent event);
-  // Gives `sink` a Terminal the broker made: `finish` and `status`, on top of `accounting`
-  // (usage, timings, bundle: what the request is charged; empty when it never ran).
-  void Terminate(const std::string& request_id, uint64_t seq,
-                 const std::shared_ptr<StreamSink>& sink, v1::FinishReason finish,
-                 const absl::Status& status, v1::Terminal accounting = v1::Terminal());
-  // The broker ends `flight` (see broker.h): nothing more is relayed and its Terminal
-  // waits for the worker's FINAL. Sending the CANCEL is the caller's.
-  void BeginEnding(InFlight& flight, v1::FinishReason finish, absl::Status status);
-  // The Terminal of a flight the broker ended: its ending, with the usage, timings and
-  // bundle of the worker's own `worker_terminal`, or (null) the usage the router knows.
-  void FinishEnding(const std::string& request_id, InFlight& flight,
-                    const v1::Terminal* worker_terminal);
-  // The worker is gone for `flight`: its ending, or `lost`, with the usage the router
-  // knows. The caller forgets the flight.
-  void FailLost(const std::string& request_id, InFlight& flight, const absl::Status& lost);
-  // Ends flights whose CANCEL went unanswered for cancel_ack_timeout_ms.
-  void ExpireUnansweredCancels(int64_t now_us);
-  // Receives and handles what has arrived on the socket, at most `max` messages.
-  // Returns whether more may be waiting.
-  bool DrainLocked(int max);
-  // Whether the socket holds messages nobody has received yet. Asked after every use of
-  // the socket from a thread other than the broker's: a send may consume the socket's
-  // wake-up signal (ZMQ_FD is edge-triggered), and then the broker thread must be woken
-  // so that it does not sleep on messages that already arrived.
-  bool SocketReadableLocked();
-  void DropFrame(absl::string_view event, const std::string& identity, absl::string_view why);
-  // Rebuilds `bundles_` from the registry (after a worker came or went).
-  void RefreshBundles();
-
-  // Locks mu_; after unlocking, flushes the sinks that received events meanwhile (a
-  // sink's Flush may then do real work, such as answering its client, without holding
-  // up the broker's other callers).
-  class Locked {
-   public:
-    explicit Locked(Impl* impl) : impl_(impl), lock_(impl->mu_) {}
-    ~Locked() {
-      std::vector<std::shared_ptr<StreamSink>> sinks;
-      sinks.swap(impl_->touched_);
-      lock_.unlock();
-      for (const auto& sink : sinks) sink->Flush();
-    }
-
-   private:
-    Impl* impl_;
-    std::unique_lock<std::mutex> lock_;
-  };
-
-  BrokerOptions options_;
-  zmq::context_t context_{1};
-  zmq::socket_t socket_;
-  std::unique_ptr<WorkerAuth> auth_;  // set when CURVE is on
-  int event_fd_ = -1;
-  int socket_fd_ = -1;  // the socket's ZMQ_FD: readable when the socket needs a look
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
-  bool stopped_ = false;
-
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Worker> workers_;  // by ZeroMQ identity
-  std::unordered_map<std::string, std::string> owner_;  // request id -> worker identity
-  std::map<std::string, std::array<std::deque<Pending>, kPriorityClasses>> queues_;
-  std::set<std::string> known_ids_;  // queued or in flight
-  struct PendingCancel {
-    std::string identity, request_id, reason;
-  };
-  std::vector<PendingCancel> cancels_to_send_;
-  std::vector<std::shared_ptr<StreamSink>> touched_;  // sinks to Flush()
-  // Model -> the bundle of one of its LIVE workers: what LiveBundle() answers (once per
-  // request) without taking mu_, which the broker thread holds while it drains.
-  mutable std::mutex bundles_mu_;
-  std::map<std::string, v1::BundleIdentity> bundles_;
-  int64_t last_heartbeat_sent_us_ = 0;
-  BrokerStats stats_;
-  // (code, key fingerprint or worker_id, model, bundle) -> when `broker.ready_refused`
-  // last logged it; at most kMaxRefusalLogKeys.
-  struct RefusalLog {
-    int64_t last_logged_us = 0;
-    uint64_t since_logged = 0;
-  };
-  std::unordered_map<std::string, RefusalLog> refusal_log_;
-};
 
 absl::StatusOr<std::string> Broker::Impl::Bind() {
   if (!options_.curve) {
@@ -582,149 +373,6 @@ void Broker::Impl::HandleMessage(std::vector<std::string> frames, const std::str
   }
 }
 
-void Broker::Impl::RefuseReady(const std::string& identity, const v1::Ready& ready,
-                               const std::string& user_id, absl::string_view code,
-                               absl::string_view why) {
-  ++stats_.ready_refused;
-  // A refused worker reconnects and tries again: one line per (code, key or worker_id,
-  // claim) per kRefusalLogIntervalUs, with the refusals since the last line.
-  const std::string who =
-      user_id.empty() ? ready.worker_id().substr(0, kMaxWorkerIdBytes) : user_id;
-  const std::string log_key =
-      absl::StrCat(code, "|", who, "|", ready.bundle().model().substr(0, 128), "|",
-                   ready.bundle().identity_sha256().substr(0, 64));
-  int64_t refusals = 0;
-  if (ThrottledLog(log_key, &refusals)) {
-    Log(LogLevel::kWarning, "broker.ready_refused",
-        {{"code", std::string(code)}, {"identity", Printable(identity)},
-         {"key_fingerprint", user_id.empty() ? "none" : user_id},
-         {"worker_id", ready.worker_id().substr(0, kMaxWorkerIdBytes)},
-         {"model", ready.bundle().model().substr(0, 128)},
-         {"bundle", ready.bundle().identity_sha256().substr(0, 64)},
-         {"refusals", absl::StrCat(refusals)}, {"why", std::string(why)}});
-  }
-  SendRefusal(identity, code, why);
-}
-
-void Broker::Impl::SendRefusal(const std::string& identity, absl::string_view code,
-                               absl::string_view why) {
-  v1::Disconnect d;
-  *d.mutable_reason() = RegistrationRefusal(code, why);
-  std::vector<std::string> frames = wire::EncodeFrames(d);
-  frames.insert(frames.begin(), identity);
-  (void)SendFrames(socket_, frames);  // best effort: the peer is not LIVE
-}
-
-bool Broker::Impl::ThrottledLog(const std::string& key, int64_t* since) {
-  const int64_t now = options_.clock->MonotonicMicros();
-  if (refusal_log_.size() >= kMaxRefusalLogKeys && refusal_log_.count(key) == 0) {
-    refusal_log_.clear();  // bounded: a flood of distinct keys costs lines, not memory
-  }
-  RefusalLog& entry = refusal_log_[key];
-  ++entry.since_logged;
-  if (entry.last_logged_us != 0 && now - entry.last_logged_us < kRefusalLogIntervalUs) {
-    return false;
-  }
-  *since = static_cast<int64_t>(entry.since_logged);
-  entry.last_logged_us = now;
-  entry.since_logged = 0;
-  return true;
-}
-
-void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
-                           const std::string& user_id) {
-  // READY is a claim: bounded, checked against the key's grant, and never allowed to
-  // displace a LIVE worker.
-  if (std::string why = ReadyOutOfBounds(ready); !why.empty()) {
-    RefuseReady(identity, ready, user_id, "protocol_error",
-                absl::StrCat("READY out of bounds: ", why));
-    return;
-  }
-  if (auth_) {
-    const WorkerGrant* grant = auth_->GrantFor(user_id);
-    if (grant == nullptr) {
-      RefuseReady(identity, ready, user_id, kWorkerNotAllowed,
-                  "the connection's key is not in the worker allow-list");
-      return;
-    }
-    if (!GrantPermits(*grant, ready.bundle().model(), ready.bundle().identity_sha256())) {
-      RefuseReady(identity, ready, user_id, kWorkerNotAllowed,
-                  absl::StrCat("the worker allow-list does not let this key serve model '",
-                               ready.bundle().model().substr(0, 128), "' with bundle ",
-                               ready.bundle().identity_sha256()));
-      return;
-    }
-  }
-  for (const auto& [other_identity, other] : workers_) {
-    // worker_ids are per key: another key's READY cannot hold a name this key serves
-    // under (found by a red team: an allowed key for another model registered the real
-    // worker's worker_id first and locked it out).
-    if (other.worker_id != ready.worker_id() || other.user_id != user_id) continue;
-    // A worker that reconnects (a new socket, a new identity) is admitted once its old
-    // registration has expired: within `liveness` heartbeat intervals.
-    RefuseReady(identity, ready, user_id, kWorkerIdTaken,
-                absl::StrCat("worker_id '", ready.worker_id(),
-                             "' is held by a LIVE worker (identity ", Printable(other_identity),
-                             ")"));
-    return;
-  }
-  Worker worker;
-  worker.identity = identity;
-  worker.worker_id = ready.worker_id();
-  worker.user_id = user_id;
-  worker.bundle = ready.bundle();
-  worker.slots = ready.slots();
-  worker.credit = ready.free_slots();
-  worker.last_seen_us = options_.clock->MonotonicMicros();
-  workers_[identity] = std::move(worker);
-  RefreshBundles();
-  Log(LogLevel::kInfo, "broker.worker_state",
-      {{"worker_id", ready.worker_id()}, {"identity", Printable(identity)},
-       {"from", "UNKNOWN"}, {"state", "LIVE"}, {"model", ready.bundle().model()},
-       {"bundle", ready.bundle().identity_sha256()},
-       {"slots", absl::StrCat(ready.slots())}});
-}
-
-void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
-  const std::string identity = worker.identity;
-  std::set<std::string> active(heartbeat.active_request_ids().begin(),
-                               heartbeat.active_request_ids().end());
-  // The worker works on something we do not know (any more): cancel it.
-  for (const auto& id : active) {
-    if (!worker.in_flight.count(id)) {
-      v1::Cancel cancel;
-      cancel.set_request_id(id);
-      cancel.set_reason("unknown to the router");
-      SendTo(identity, cancel);
-      if (!workers_.count(identity)) return;
-    }
-  }
-  // Sent but missing from two consecutive heartbeats: lost.
-  int64_t on_the_wire = 0;
-  std::vector<std::string> lost;
-  for (auto& [id, flight] : worker.in_flight) {
-    if (active.count(id)) {
-      flight.missing_heartbeats = 0;
-      continue;
-    }
-    ++on_the_wire;
-    if (++flight.missing_heartbeats >= 2) lost.push_back(id);
-  }
-  for (const auto& id : lost) {
-    auto it = worker.in_flight.find(id);
-    FailLost(id, it->second,
-             WithRetryAfter(ReasonError("worker_lost", "the worker no longer reports this request"),
-                            options_.retry_after_ms));
-    owner_.erase(id);
-    known_ids_.erase(id);
-    worker.in_flight.erase(it);
-    --on_the_wire;
-  }
-  // Never more credit than the slots READY announced (within kMaxWorkerSlots).
-  const int64_t free_slots = std::min<int64_t>(heartbeat.free_slots(), worker.slots);
-  worker.credit = free_slots - std::max<int64_t>(0, on_the_wire);
-}
-
 void Broker::Impl::Deliver(InFlight& flight, v1::StreamEvent event) {
   ++flight.next_seq;
   if (flight.ending) return;
@@ -878,44 +526,6 @@ void Broker::Impl::Terminate(const std::string& request_id, uint64_t seq,
   if (RetryAfterMs(status) > 0) terminal->mutable_status()->set_retry_after_ms(RetryAfterMs(status));
   sink->OnEvent(event);
   touched_.push_back(sink);
-}
-
-void Broker::Impl::Expire(std::string identity, absl::string_view why) {
-  auto it = workers_.find(identity);
-  if (it == workers_.end()) return;
-  Worker worker = std::move(it->second);
-  workers_.erase(it);
-  RefreshBundles();
-  ++stats_.workers_expired;
-  Log(LogLevel::kWarning, "broker.worker_state",
-      {{"worker_id", worker.worker_id}, {"identity", Printable(identity)}, {"from", "LIVE"},
-       {"state", "EXPIRED"}, {"why", std::string(why)},
-       {"in_flight", absl::StrCat(worker.in_flight.size())}});
-  for (auto& [id, flight] : worker.in_flight) {
-    owner_.erase(id);
-    known_ids_.erase(id);
-    FailLost(id, flight,
-             WithRetryAfter(ReasonError("worker_lost",
-                                        absl::StrCat("the worker serving this request was lost: ",
-                                                     why)),
-                            options_.retry_after_ms));
-  }
-  FailQueuedIfNoWorker(worker.bundle.model());
-}
-
-bool Broker::Impl::HasLiveWorker(const std::string& model) const {
-  for (const auto& [identity, worker] : workers_) {
-    if (worker.bundle.model() == model) return true;
-  }
-  return false;
-}
-
-size_t Broker::Impl::FreeSlots(const std::string& model) const {
-  size_t free = 0;
-  for (const auto& [identity, worker] : workers_) {
-    if (worker.bundle.model() == model && worker.credit > 0) free += static_cast<size_t>(worker.credit);
-  }
-  return free;
 }
 
 void Broker::Impl::FailQueuedIfNoWorker(const std::string& model) {
@@ -1112,34 +722,6 @@ void Broker::Impl::Cancel(const std::string& request_id, const std::string& reas
   // The CANCEL goes out on the broker thread (it owns the socket): queue it there.
   cancels_to_send_.push_back({owner->second, request_id, reason});
   Wake();
-}
-
-std::optional<v1::BundleIdentity> Broker::Impl::LiveBundle(const std::string& model) const {
-  std::lock_guard<std::mutex> lock(bundles_mu_);
-  auto it = bundles_.find(model);
-  if (it == bundles_.end()) return std::nullopt;
-  return it->second;
-}
-
-void Broker::Impl::RefreshBundles() {
-  std::map<std::string, v1::BundleIdentity> bundles;
-  for (const auto& [identity, worker] : workers_) bundles.emplace(worker.bundle.model(), worker.bundle);
-  std::lock_guard<std::mutex> lock(bundles_mu_);
-  bundles_.swap(bundles);
-}
-
-std::vector<std::string> Broker::Impl::LiveModels() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::set<std::string> models;
-  for (const auto& [identity, worker] : workers_) models.insert(worker.bundle.model());
-  return std::vector<std::string>(models.begin(), models.end());
-}
-
-uint32_t Broker::Impl::LiveWorkerCount(const std::string& model) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint32_t n = 0;
-  for (const auto& [identity, worker] : workers_) n += worker.bundle.model() == model ? 1 : 0;
-  return n;
 }
 
 BrokerStats Broker::Impl::stats() const {
