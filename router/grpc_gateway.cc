@@ -118,34 +118,35 @@ class HoldTicker {
   std::thread thread_;  // last: started once the rest is built
 };
 
-// The places callers hold while gRPC reads their request message, counted per key (a
-// principal, or a peer address for the open health service) and in all; one more than
-// either cap is refused before the read. A place is given back when the message is in.
-class ReadPlaces {
+// What callers hold, counted per key (a principal, or a peer address) and in all: a
+// Take past either cap is refused. Used for the calls whose request message is being
+// read (one place each) and for the bytes of Chat requests waiting for admission.
+class Places {
  public:
-  bool Take(const std::string& key, int per_key, int total) {
+  bool Take(const std::string& key, int64_t amount, int64_t per_key, int64_t total) {
     std::lock_guard<std::mutex> lock(mu_);
-    int& mine = by_key_[key];
-    if (mine >= per_key || total_ >= total) {
+    int64_t& mine = by_key_[key];
+    if (mine + amount > per_key || total_ + amount > total) {
       if (mine == 0) by_key_.erase(key);
       return false;
     }
-    ++mine;
-    ++total_;
+    mine += amount;
+    total_ += amount;
     return true;
   }
-  void Give(const std::string& key) {
+  void Give(const std::string& key, int64_t amount) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_key_.find(key);
     if (it == by_key_.end()) return;
-    if (--it->second == 0) by_key_.erase(it);
-    --total_;
+    it->second -= amount;
+    total_ -= amount;
+    if (it->second <= 0) by_key_.erase(it);
   }
 
  private:
   std::mutex mu_;
-  std::map<std::string, int> by_key_;
-  int total_ = 0;
+  std::map<std::string, int64_t> by_key_;
+  int64_t total_ = 0;
 };
 
 // "ipv4:1.2.3.4:5678" -> "ipv4:1.2.3.4" (a peer's address without its port).
@@ -160,7 +161,14 @@ struct ListenerState {
   GrpcGatewayOptions options;
   std::atomic<int> streams{0};   // Chat calls past their authentication
   std::atomic<int> watchers{0};  // health Watch calls
-  ReadPlaces reading;            // calls whose request message is being read
+  // Calls whose request message is being read: the Gateway's by principal, the open
+  // health service's by peer address, each pool with its own total (a red team: one
+  // key's header-only Chat calls filled a shared total and refused every health check).
+  Places reading;
+  Places health_reading;
+  // Bytes of Chat requests read and not yet through Admit, by principal (Admit renders
+  // the whole prompt before budgets and rates apply).
+  Places admitting;
   HoldTicker ticker;
   // Where Chat calls are checked and admitted (Admit renders and counts the prompt: too
   // long for gRPC's callback threads). CPU work only: twice the cores, then they queue.
@@ -271,6 +279,17 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
     }
     switch (method_) {
       case Method::kChat: {
+        // The request's bytes count against its principal until Admit returns: one key
+        // cannot queue more than max_admitting_bytes_per_principal of prompts to render.
+        const int64_t bytes = std::max<int64_t>(1, static_cast<int64_t>(request_.Length()));
+        const GrpcGatewayOptions& o = listener_->options;
+        if (!listener_->admitting.Take(principal_, bytes, o.max_admitting_bytes_per_principal,
+                                       o.max_admitting_bytes)) {
+          return Refuse(WithRetryAfter(
+              ReasonError("server_busy", "too many bytes of this principal waiting for admission"),
+              1000));
+        }
+        admitting_bytes_ = bytes;
         auto chat = std::make_unique<v1::ChatRequest>();
         if (!ParseMessage(&request_, chat.get())) return RefuseUnparsed("gantry.v1.ChatRequest");
         request_.Clear();
@@ -352,6 +371,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
   // on another thread at once.
   void End(const grpc::Status& status) {
     GiveReadPlace();
+    GiveAdmittingBytes();
     Release();
     Finish(status);
   }
@@ -395,11 +415,12 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
     // Gateway's methods, per peer address for the open health service. A message that
     // has not arrived within read_timeout_ms ends the call (its places are given back).
     const GrpcGatewayOptions& o = listener_->options;
-    read_key_ = NeedsKey(method_) ? "principal:" + principal_ : "peer:" + PeerAddress(ctx_->peer());
-    const bool read_place = NeedsKey(method_)
-                                ? listener_->reading.Take(read_key_, o.max_reads_per_principal, o.max_reads)
-                                : listener_->reading.Take(read_key_, o.max_health_reads_per_peer,
-                                                          o.max_health_reads);
+    read_key_ = NeedsKey(method_) ? principal_ : PeerAddress(ctx_->peer());
+    read_places_ = NeedsKey(method_) ? &listener_->reading : &listener_->health_reading;
+    const bool read_place =
+        NeedsKey(method_)
+            ? read_places_->Take(read_key_, 1, o.max_reads_per_principal, o.max_reads)
+            : read_places_->Take(read_key_, 1, o.max_health_reads_per_peer, o.max_health_reads);
     if (!read_place) {
       read_key_.clear();
       if (NeedsKey(method_)) {
@@ -410,7 +431,8 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
                               "server_busy: too many health calls being read"));
     }
     refs_.fetch_add(1);
-    read_deadline_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(o.read_timeout_ms),
+    const int read_ms = NeedsKey(method_) ? o.read_timeout_ms : o.health_read_timeout_ms;
+    read_deadline_.Set(std::chrono::system_clock::now() + std::chrono::milliseconds(read_ms),
                        [this](bool fired) {
                          {
                            std::lock_guard<std::mutex> lock(alarm_mu_);
@@ -424,13 +446,20 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
     StartRead(&request_);
   }
 
+  // Called once Admit has returned (or the call ends before it), on the one thread that
+  // handles the call at that point.
+  void GiveAdmittingBytes() {
+    if (admitting_bytes_ > 0) listener_->admitting.Give(principal_, admitting_bytes_);
+    admitting_bytes_ = 0;
+  }
+
   void GiveReadPlace() {
     std::string key;
     {
       std::lock_guard<std::mutex> lock(mu_);
       key.swap(read_key_);
     }
-    if (!key.empty()) listener_->reading.Give(key);
+    if (!key.empty()) read_places_->Give(key, 1);
   }
 
   void Unref() {
@@ -505,6 +534,7 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
     }
     http::HeaderList headers;
     auto admitted = gateway_->Admit(snapshot_, principal_, std::move(input), &headers);
+    GiveAdmittingBytes();
     if (!admitted.ok()) return Refuse(admitted.status(), headers);
     for (const auto& [name, value] : (*admitted)->headers()) {
       ctx_->AddInitialMetadata(name, MetadataSafe(value));
@@ -573,6 +603,8 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
   std::string principal_;
   std::atomic<int>* holds_ = nullptr;  // the cap this call counts against, if any
   std::string read_key_;               // guarded by mu_; the read place held, if any
+  Places* read_places_ = nullptr;      // where read_key_'s place is
+  int64_t admitting_bytes_ = 0;        // held in listener_->admitting until Admit returns
   grpc::Alarm read_deadline_;
   std::mutex alarm_mu_;
   bool done_ = false;                  // guarded by alarm_mu_: OnDone came

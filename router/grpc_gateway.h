@@ -87,6 +87,14 @@ struct GrpcGatewayOptions {
   int max_health_reads_per_peer = 2;
   int max_health_reads = 16;
   int read_timeout_ms = 5000;
+  // A health request is a few dozen bytes: one not in within this is cancelled.
+  int health_read_timeout_ms = 1000;
+  // The bytes of Chat requests read and not yet through Admit (which renders and counts
+  // the whole prompt before budgets and rates apply), per principal and in all; one more
+  // request past either is refused server_busy (retryable). A request alone always fits
+  // (max_receive_message_bytes is below the per-principal cap).
+  int64_t max_admitting_bytes_per_principal = int64_t{32} << 20;
+  int64_t max_admitting_bytes = int64_t{256} << 20;
   int min_ping_interval_ms = 10000;
   int max_connection_idle_ms = 300000;
 };

@@ -531,6 +531,62 @@ TEST_F(GrpcGatewayTest, CallsBeingReadAreCappedPerPrincipalAndPeerAndTimedOut) {
   EXPECT_TRUE(stub->ListModels(&again, {}, &models).ok());
 }
 
+// The health service's read places are its own: Gateway calls waiting for their
+// message do not count against them (a red team: 16 header-only Chat calls of one
+// low-privilege key refused every health check).
+TEST_F(GrpcGatewayTest, GatewayReadsDoNotTakeTheHealthServicesPlaces) {
+  GrpcGatewayOptions options;
+  options.max_health_reads = 2;
+  auto listener = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = (*listener)->port();
+  std::vector<std::thread> holders;
+  for (int i = 0; i < 3; ++i) {
+    holders.emplace_back([port] {
+      RawCall(port, "/gantry.v1.Gateway/Chat", "k-dev", std::nullopt, false, 2);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  namespace health = grpc::health::v1;
+  auto stub = health::Health::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  health::HealthCheckResponse response;
+  EXPECT_TRUE(stub->Check(&ctx, health::HealthCheckRequest(), &response).ok());
+  for (auto& t : holders) t.join();
+}
+
+// A Chat request's bytes count against its principal from its read until Admit
+// returns (Admit renders the whole prompt before budgets apply): past the cap it is
+// refused server_busy, and the bytes are given back once it is through.
+TEST_F(GrpcGatewayTest, BytesWaitingForAdmissionAreCappedPerPrincipal) {
+  GrpcGatewayOptions options;
+  options.max_admitting_bytes_per_principal = 2000;
+  auto listener = GrpcGateway::Start(router_->gateway(), options);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  auto stub = v1::Gateway::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*listener)->port()), grpc::InsecureChannelCredentials()));
+  auto chat = [&](size_t text_bytes) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "k-dev");
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto reader = stub->Chat(&ctx, Request(kModel, std::string(text_bytes, 'a')));
+    v1::StreamEvent event;
+    while (reader->Read(&event)) {
+    }
+    grpc::Status status = reader->Finish();
+    return std::make_pair(status, Metadata(ctx.GetServerTrailingMetadata(), "x-gantry-error-code"));
+  };
+  auto [big, big_code] = chat(2500);
+  EXPECT_EQ(big.error_code(), grpc::StatusCode::UNAVAILABLE) << big.error_message();
+  EXPECT_EQ(big_code, "server_busy");
+  for (int i = 0; i < 3; ++i) {  // 3 x 1,500 bytes in turn: each gives its bytes back
+    worker_->SetScript({FakeStep::Text("ok"), FakeStep::Finish(v1::FINISH_STOP)});
+    auto [fits, fits_code] = chat(1500);
+    EXPECT_TRUE(fits.ok()) << i << ": " << fits.error_message() << " " << fits_code;
+  }
+}
+
 // The unauthenticated Watch holds a thread per caller: only max_health_watchers at once.
 TEST_F(GrpcGatewayTest, HealthWatchersAreCapped) {
   namespace health = grpc::health::v1;
