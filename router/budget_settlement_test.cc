@@ -227,5 +227,37 @@ TEST_F(BudgetSettlementTest, CancelNeverAnsweredIsChargedWhatTheRouterKnowsAfter
   EXPECT_EQ(Charged(), int64_t{RouterPrompt()} + 2);
 }
 
+// The rates are charged before the prompt is rendered: prompts too long for the
+// context (4,096 tokens) are refused, found without counting all of them, and each
+// used a place in the minute's window, so the third is rate_limited without being
+// rendered. None holds a slot or tokens afterwards, and no worker saw one.
+TEST_F(BudgetSettlementTest, RatesAreChargedBeforeThePromptIsRendered) {
+  Start({FakeStep::Finish(v1::FINISH_STOP)}, 0,
+        OneUserPolicyForTest("  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
+                             "requests_per_minute: 2, concurrent_requests: 10}\n"));
+  const std::string body = absl::StrCat(
+      R"({"model":"test-model","messages":[{"role":"user","content":")",
+      std::string(1 << 20, 'a'), std::string(64 << 10, ' '), R"("}]})");
+  for (int i = 0; i < 3; ++i) {
+    auto response = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions",
+                                                    body, "k-dev");
+    ASSERT_TRUE(response.ok()) << response.status();
+    if (i < 2) {
+      EXPECT_EQ(response->status, 400) << response->body;
+      EXPECT_TRUE(absl::StrContains(response->body, R"("code":"context_length_exceeded")"));
+      EXPECT_TRUE(absl::StrContains(
+          response->body, "the prompt has more than 4096 tokens; the model's context is 4096"))
+          << response->body;
+    } else {
+      EXPECT_EQ(response->status, 429) << response->body;
+      EXPECT_TRUE(absl::StrContains(response->body, R"("code":"rate_limited")"))
+          << response->body;
+    }
+  }
+  EXPECT_EQ(Usage().in_flight, 0);
+  EXPECT_EQ(Usage().day_tokens, 0);
+  EXPECT_TRUE(worker_->requests().empty());
+}
+
 }  // namespace
 }  // namespace gantry::router

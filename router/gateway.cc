@@ -771,11 +771,28 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
         absl::StrCat("model '", req.model(), "' declares no tool protocol; send the request "
                      "without tools, or use a model whose bundle declares one")));
   }
-  // 6. Render + count.
-  auto rendered = facts->entry->counter->Render(req);
+  // 6. Rates: a slot in flight and a place in the minute's window are taken before the
+  // prompt is rendered, so that the rates bound the work of rendering too (a refusal
+  // below still spent its place).
+  auto call = std::unique_ptr<Call>(new Call());
+  Call::State& st = *call->s_;
+  if (options_.budgets) {
+    auto began = options_.budgets->Begin(decision.principal, decision.budgets);
+    if (!began.ok()) return reject(began.status());
+    st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *began);
+  }
+  // 7. Render + count, no further than the context: a prompt longer than the context
+  // is refused without tokenizing all of it.
+  auto rendered = facts->entry->counter->Render(req, context_length);
+  if (http::ErrorCodeOf(rendered.status()) == "context_length_exceeded") {
+    return reject(ReasonError("context_length_exceeded",
+                              absl::StrCat(rendered.status().message(),
+                                           "; the model's context is ", context_length,
+                                           " tokens")));
+  }
   if (!rendered.ok()) return reject(rendered.status());
   const uint32_t prompt_count = rendered->tokens;
-  // 7. Context.
+  // 8. Context.
   if (!input.has_max_tokens) {
     uint32_t room = context_length > prompt_count ? context_length - prompt_count : 0;
     uint32_t reserve = std::min(default_max_tokens, room);
@@ -808,21 +825,19 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
                      " are reserved for output; the model's context is ", context_length,
                      " tokens")));
   }
-  // 8a. Budgets and rates, by reservation of the prompt plus the whole output cap.
-  auto call = std::unique_ptr<Call>(new Call());
-  Call::State& st = *call->s_;
-  if (options_.budgets) {
-    auto reservation = options_.budgets->Admit(decision.principal, decision.budgets,
-                                               int64_t{prompt_count} + req.max_tokens());
-    if (!reservation.ok()) return reject(reservation.status());
-    if (reservation->warning_percent > 0) {
+  // 9. Token budgets, by reservation of the prompt plus the whole output cap.
+  if (st.settlement) {
+    BudgetReservation& reservation = st.settlement->reservation;
+    absl::Status reserved = options_.budgets->Reserve(
+        decision.budgets, int64_t{prompt_count} + req.max_tokens(), &reservation);
+    if (!reserved.ok()) return reject(reserved);
+    if (reservation.warning_percent > 0) {
       Value warning = Value::EmptyObject();
       warning.Set("principal", Value::String(decision.principal));
-      warning.Set("percent_of_day_budget", Value::Int(reservation->warning_percent));
+      warning.Set("percent_of_day_budget", Value::Int(reservation.warning_percent));
       warning.Set("tokens_per_day", Value::Int(decision.budgets.tokens_per_day));
       RecordEvent(request_id, "budget.warning", warning);
     }
-    st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *reservation);
   }
   req.set_router_prompt_tokens(prompt_count);
   st.prompt_tokens = prompt_count;
@@ -832,7 +847,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
 
   // The evidence record takes what it needs from the request before it moves on.
   st.evidence.emplace(req, *rendered, input.api, input.user_agent, input.received_us);
-  // 8. Admission and dispatch.
+  // 10. Admission and dispatch.
   st.gateway = this;
   st.snapshot = snapshot;
   st.principal = principal_name;

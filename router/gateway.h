@@ -9,11 +9,13 @@
 //     model          the model's entry (counter, context, tool protocol)  model_not_found
 //     tools          tools sent to a bundle without a declared tool protocol
 //                                             tool_protocol_undeclared (before rendering)
-//     render+count   the model's chat template and tokenizer (PromptCounter)
-//                                                                 template_render_failed
+//     rates          concurrency, requests per minute (charged before rendering, so
+//                    they bound its cost too)                       rate_limited
+//     render+count   the model's chat template and tokenizer (PromptCounter), counted
+//                    no further than the context      template_render_failed /
+//                                                                 context_length_exceeded
 //     context        prompt + max_tokens > context_length         context_length_exceeded
-//     budgets        tokens, requests per minute, concurrency      budget_exceeded /
-//                                                                  rate_limited
+//     budgets        tokens of the day and month, reserved        budget_exhausted
 //     admission      Broker::Submit                               no_worker / queue_full
 //
 // and the admitted Call gives the events: exactly one Terminal, the client going away

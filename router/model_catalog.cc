@@ -25,12 +25,18 @@ class TemplateTokenizerCounter : public PromptCounter {
                            std::unique_ptr<tokenizer::Tokenizer> tokenizer)
       : template_(std::move(chat_template)), tokenizer_(std::move(tokenizer)) {}
 
-  absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request) const override {
+  absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request,
+                                        uint32_t max_tokens) const override {
     // The same function the worker runs the prompt with: the count admitted is the
     // prompt served, client text that imitates a control token included (prompt.h).
     // The tools cache keeps an agent's tool definitions converted from turn to turn
     // (exact: the prompt is the one an uncached build gives).
-    auto prompt = conversation::BuildPrompt(template_, *tokenizer_, request, &tools_cache_);
+    auto prompt =
+        conversation::BuildPrompt(template_, *tokenizer_, request, &tools_cache_, max_tokens);
+    if (absl::IsOutOfRange(prompt.status())) {
+      return ReasonError("context_length_exceeded",
+                         absl::StrCat("the prompt has more than ", max_tokens, " tokens"));
+    }
     if (!prompt.ok()) return prompt.status();
     RenderedPrompt out;
     out.tokens = static_cast<uint32_t>(prompt->ids.size());

@@ -23,8 +23,11 @@ class PromptCounter {
  public:
   virtual ~PromptCounter() = default;
   // Errors: INVALID_ARGUMENT template_render_failed (the template rejected the
-  // messages), invalid_request (text the tokenizer cannot encode).
-  virtual absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request) const = 0;
+  // messages), invalid_request (text the tokenizer cannot encode);
+  // context_length_exceeded when the prompt has more than `max_tokens` tokens
+  // (0: no limit), found without tokenizing all of a longer one.
+  virtual absl::StatusOr<RenderedPrompt> Render(const v1::InferenceRequest& request,
+                                                uint32_t max_tokens) const = 0;
 };
 
 // The real counter: tokenizer-svc's ChatTemplate + Tokenizer (tokenizer.json and

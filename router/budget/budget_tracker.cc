@@ -67,13 +67,11 @@ void BudgetTracker::Roll(State* s, int64_t day, int64_t month) const {
   }
 }
 
-absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& principal,
-                                                       const policy::Budgets& b,
-                                                       int64_t reserve_tokens) {
-  const int64_t now_us = clock_.UnixMicros();
+absl::StatusOr<BudgetReservation> BudgetTracker::Begin(const std::string& principal,
+                                                       const policy::Budgets& b) {
   const int64_t mono_us = clock_.MonotonicMicros();
   int64_t day, month;
-  CalendarOf(now_us, &day, &month);
+  CalendarOf(clock_.UnixMicros(), &day, &month);
   std::lock_guard<std::mutex> lock(mu_);
   State& s = states_[principal];
   Roll(&s, day, month);
@@ -81,8 +79,6 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
   Shared peer;
   if (auto it = peers_.find(principal); it != peers_.end()) peer = it->second;
   const int64_t in_flight = s.in_flight + peer.in_flight;
-  const int64_t day_tokens = s.day_tokens + (peer.day == day ? peer.day_tokens : 0);
-  const int64_t month_tokens = s.month_tokens + (peer.month == month ? peer.month_tokens : 0);
   if (Passes(in_flight, 1, b.concurrent_requests)) {
     return WithRetryAfter(
         ReasonError("rate_limited",
@@ -110,6 +106,31 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
         : s.admitted_us.empty()    ? 1000
                                    : ToRetryMs(kMinuteUs - (mono_us - s.admitted_us.front())));
   }
+  s.in_flight += 1;
+  s.admitted_us.push_back(mono_us);
+  BudgetReservation r;
+  r.principal = principal;
+  r.day = day;
+  r.month = month;
+  return r;
+}
+
+absl::Status BudgetTracker::Reserve(const policy::Budgets& b, int64_t reserve_tokens,
+                                    BudgetReservation* r) {
+  const int64_t now_us = clock_.UnixMicros();
+  int64_t day, month;
+  CalendarOf(now_us, &day, &month);
+  const std::string& principal = r->principal;
+  std::lock_guard<std::mutex> lock(mu_);
+  State& s = states_[principal];
+  Roll(&s, day, month);
+  // The tokens count against the day they are reserved in (Settle() keys on it).
+  r->day = day;
+  r->month = month;
+  Shared peer;
+  if (auto it = peers_.find(principal); it != peers_.end()) peer = it->second;
+  const int64_t day_tokens = s.day_tokens + (peer.day == day ? peer.day_tokens : 0);
+  const int64_t month_tokens = s.month_tokens + (peer.month == month ? peer.month_tokens : 0);
   if (Passes(day_tokens, reserve_tokens, b.tokens_per_day)) {
     return WithRetryAfter(
         ReasonError("budget_exhausted",
@@ -131,11 +152,6 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
                                        reserve_tokens)),
         ToRetryMs(UntilNextMonth(now_us)));
   }
-  BudgetReservation r;
-  r.principal = principal;
-  r.tokens = reserve_tokens;
-  r.day = day;
-  r.month = month;
   // Only a day budget that is a number above 0 has a half and four fifths (unlimited is
   // a marker, not a number to take a share of; 0 admitted nothing). The threshold is
   // rounded up, so that a tiny budget (1 token) still warns when it is crossed.
@@ -143,15 +159,26 @@ absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& princi
     for (int percent : {80, 50}) {
       const int64_t threshold = (b.tokens_per_day * percent + 99) / 100;
       if (day_tokens < threshold && day_tokens + reserve_tokens >= threshold) {
-        r.warning_percent = percent;
+        r->warning_percent = percent;
         break;
       }
     }
   }
   s.day_tokens += reserve_tokens;
   s.month_tokens += reserve_tokens;
-  s.in_flight += 1;
-  s.admitted_us.push_back(mono_us);
+  r->tokens += reserve_tokens;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BudgetReservation> BudgetTracker::Admit(const std::string& principal,
+                                                       const policy::Budgets& budgets,
+                                                       int64_t reserve_tokens) {
+  GANTRY_ASSIGN_OR_RETURN(BudgetReservation r, Begin(principal, budgets));
+  absl::Status reserved = Reserve(budgets, reserve_tokens, &r);
+  if (!reserved.ok()) {
+    Settle(r, 0);
+    return reserved;
+  }
   return r;
 }
 

@@ -1,10 +1,16 @@
 // Budgets and rates per principal, enforced by reservation before dispatch.
 //
-// Admit() checks, in this order: concurrent requests (in flight < concurrent_requests),
-// requests per minute (a sliding 60-second window), and the token budgets of the current
-// UTC day and month, reserving `reserve_tokens` (prompt + the whole output cap) against
-// both, so that the total can never pass a budget however long the answer runs.
-// Settle() replaces the reservation with the tokens actually used and frees the slot.
+// A request is admitted in two steps, so that the rates are charged before the costly
+// part of admission (rendering and counting the prompt):
+//   Begin()    concurrent requests (in flight < concurrent_requests), then requests per
+//              minute (a sliding 60-second window). Takes a slot in flight and a place
+//              in the window; the place stays taken even when the request is refused
+//              later (a prompt that is too long was still rendered).
+//   Reserve()  the token budgets of the current UTC day and month, reserving
+//              `reserve_tokens` (prompt + the whole output cap) against both, so that
+//              the total can never pass a budget however long the answer runs.
+// Admit() is the two in one. Settle() replaces the reservation with the tokens actually
+// used and frees the slot; it ends every Begin(), reserved or not (used 0).
 // A refusal is RESOURCE_EXHAUSTED with reason rate_limited (concurrency, rate) or
 // budget_exhausted (tokens), each with a Retry-After: until a window slot frees, or until
 // the next UTC day / month.
@@ -51,6 +57,11 @@ class BudgetTracker {
  public:
   explicit BudgetTracker(const Clock& clock = SystemClock()) : clock_(clock) {}
 
+  absl::StatusOr<BudgetReservation> Begin(const std::string& principal,
+                                          const policy::Budgets& budgets);
+  // On an error no tokens are reserved (the reservation still holds its slot).
+  absl::Status Reserve(const policy::Budgets& budgets, int64_t reserve_tokens,
+                       BudgetReservation* reservation);
   absl::StatusOr<BudgetReservation> Admit(const std::string& principal,
                                           const policy::Budgets& budgets, int64_t reserve_tokens);
   // `used_tokens` may exceed the reservation only through a bug elsewhere; it is counted.

@@ -78,6 +78,43 @@ TEST(BudgetTrackerTest, ConcurrencyAndRatePerMinute) {
   EXPECT_TRUE(t.Admit("p", b, 1).ok());
 }
 
+// The gateway charges the rates before it renders a prompt (Begin) and reserves its
+// tokens once they are counted (Reserve): a request refused in between still used its
+// place in the minute's window, and gives back its slot in flight when settled.
+TEST(BudgetTrackerTest, BeginChargesTheRatesAndReserveTheTokens) {
+  FakeClock clock(kLateEvening - 3'600'000'000);
+  BudgetTracker t(clock);
+  auto b = Limits(1000, 100000, 2, 1);
+  auto first = t.Begin("p", b);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(t.UsageOf("p").in_flight, 1);
+  EXPECT_EQ(t.UsageOf("p").day_tokens, 0);
+  EXPECT_EQ(ReasonOf(t.Begin("p", b).status()), "rate_limited");  // one in flight
+  t.Settle(*first, 0);  // refused after Begin (its prompt was too long): nothing charged
+  EXPECT_EQ(t.UsageOf("p").in_flight, 0);
+  auto second = t.Begin("p", b);
+  ASSERT_TRUE(second.ok());
+  absl::Status over = t.Reserve(b, 1001, &*second);
+  EXPECT_EQ(ReasonOf(over), "budget_exhausted");
+  EXPECT_EQ(second->tokens, 0);
+  EXPECT_EQ(t.UsageOf("p").day_tokens, 0);
+  ASSERT_TRUE(t.Reserve(b, 600, &*second).ok());
+  EXPECT_EQ(second->warning_percent, 50);
+  EXPECT_EQ(t.UsageOf("p").day_tokens, 600);
+  t.Settle(*second, 10);
+  EXPECT_EQ(t.UsageOf("p").day_tokens, 10);
+  EXPECT_EQ(t.UsageOf("p").in_flight, 0);
+  // Two Begins in this minute, whatever became of them: a third is over 2 per minute.
+  auto third = t.Begin("p", b);
+  EXPECT_EQ(ReasonOf(third.status()), "rate_limited");
+  // Admit (both steps) refused for its tokens also spent a place.
+  clock.Advance(60'000'001);
+  EXPECT_EQ(ReasonOf(t.Admit("p", b, 5000).status()), "budget_exhausted");
+  EXPECT_EQ(t.UsageOf("p").in_flight, 0);
+  EXPECT_TRUE(t.Admit("p", b, 1).ok());
+  EXPECT_EQ(ReasonOf(t.Begin("p", Limits(1000, 100000, 2, 5)).status()), "rate_limited");
+}
+
 TEST(BudgetTrackerTest, DayBudgetResetsAtUtcMidnightAndRetryAfterSaysWhen) {
   FakeClock clock(kLateEvening);
   BudgetTracker t(clock);

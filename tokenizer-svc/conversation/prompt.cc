@@ -206,7 +206,8 @@ std::shared_ptr<const ToolsCache::Entry> ToolsCache::Get(
 
 absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                                    const tokenizer::Tokenizer& tokenizer,
-                                   const v1::InferenceRequest& request, ToolsCache* tools_cache) {
+                                   const v1::InferenceRequest& request, ToolsCache* tools_cache,
+                                   size_t max_ids) {
   // With a cache, the tools are rendered from their kept conversion, unless they need
   // markers (special-token text in them, and it is not allowed): then, as without one,
   // from the conversation.
@@ -224,6 +225,7 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
   prompt.text = std::move(*text);
 
   tokenizer::EncodeOptions encode;
+  encode.max_ids = max_ids;
   if (!request.special_tokens_in_content()) {
     if (tokenizer.HasNormalizedSpecialTokens()) {
       // Client text could form such a token only after normalization, where byte
@@ -259,6 +261,7 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
     }
   }
   auto ids = tokenizer.Encode(prompt.text, encode);
+  if (absl::IsOutOfRange(ids.status())) return ids.status();
   if (!ids.ok()) return ReasonError("invalid_request", ids.status().message());
   prompt.ids = std::move(*ids);
   return prompt;

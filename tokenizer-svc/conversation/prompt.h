@@ -88,11 +88,13 @@ class ToolsCache {
 
 // Errors: INVALID_ARGUMENT with reason template_render_failed (the template raised;
 // "line N: message"), invalid_request (text that is not valid UTF-8, or markers the
-// template mangled). `tools_cache` may be null (no caching).
+// template mangled); OUT_OF_RANGE when the prompt has more than `max_ids` tokens
+// (0: no limit; tokenization stops there, EncodeOptions::max_ids). `tools_cache` may be
+// null (no caching).
 absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
                                    const tokenizer::Tokenizer& tokenizer,
                                    const v1::InferenceRequest& request,
-                                   ToolsCache* tools_cache = nullptr);
+                                   ToolsCache* tools_cache = nullptr, size_t max_ids = 0);
 
 }  // namespace gantry::conversation
 

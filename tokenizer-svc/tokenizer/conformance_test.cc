@@ -128,6 +128,48 @@ void RunConformance(const std::string& name, Variant variant) {
   TEST(Conformance, Name##SplitSpecial) { RunConformance(name, Variant::kSplitSpecial); } \
   TEST(Conformance, Name##Decoded) { RunConformance(name, Variant::kDecoded); }
 
+// EncodeOptions::max_ids refuses exactly the texts over it: a corpus case of n ids is
+// encoded whole at a limit of n (the bound on bytes per token never refuses a text that
+// fits) and refused at n - 1, with its sections cached or not; one letter repeated 4 MiB
+// times (a single piece) is refused at a limit far below it.
+void RunLimit(const std::string& name) {
+  const Tokenizer* tokenizer = GetTokenizer(name);
+  if (tokenizer == nullptr) return;
+  int checked = 0;
+  for (const std::string& c : CaseNames(name)) {
+    auto expected = json::Parse(ReadAll(std::string(kData) + "/expected/" + name + "/" + c + ".json"));
+    ASSERT_TRUE(expected.ok()) << c;
+    const std::vector<int32_t> want = Ids(*expected->Find("ids"));
+    const std::string text = ReadAll(std::string(kData) + "/corpus/" + c + ".txt");
+    if (want.size() < 2) continue;
+    for (bool cached : {false, true, true}) {  // the second pass hits the section cache
+      EncodeOptions options;
+      options.use_section_cache = cached;
+      options.max_ids = want.size();
+      auto whole = tokenizer->Encode(text, options);
+      ASSERT_TRUE(whole.ok()) << name << " " << c << ": " << whole.status();
+      EXPECT_EQ(*whole, want) << name << " " << c;
+      options.max_ids = want.size() - 1;
+      auto over = tokenizer->Encode(text, options);
+      EXPECT_TRUE(absl::IsOutOfRange(over.status())) << name << " " << c << ": " << over.status();
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 10) << name;
+  EncodeOptions options;
+  auto short_run = tokenizer->Encode(std::string(1000, 'a'), options);
+  ASSERT_TRUE(short_run.ok());
+  options.max_ids = short_run->size();
+  EXPECT_TRUE(tokenizer->Encode(std::string(1000, 'a'), options).ok()) << name;
+  options.max_ids = 1000;
+  auto long_run = tokenizer->Encode(std::string(4u << 20, 'a'), options);
+  EXPECT_TRUE(absl::IsOutOfRange(long_run.status())) << name << ": " << long_run.status();
+}
+
+TEST(Conformance, ALimitRefusesExactlyTheTextsOverIt) {
+  for (const char* name : {"qwen3", "llama3", "llama2", "gemma3"}) RunLimit(name);
+}
+
 GANTRY_CONFORMANCE_TESTS(Qwen3, "qwen3")
 GANTRY_CONFORMANCE_TESTS(Llama3, "llama3")
 GANTRY_CONFORMANCE_TESTS(Llama2, "llama2")

@@ -152,7 +152,31 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const json::Value& 
       ++rank;
     }
   }
+  bpe->max_bytes_per_token_ = bpe->BoundBytesPerToken();
   return bpe;
+}
+
+size_t BpeModel::BoundBytesPerToken() const {
+  // Every initial symbol stands for one byte (byte-level, byte fallback) or one
+  // character (at most 4 bytes; the unknown token for one, unfused), and a merged
+  // token for the bytes of its text, raw bytes in byte-level mode.
+  bool every_byte = true;
+  for (int32_t id : byte_ids_) every_byte = every_byte && id >= 0;
+  const bool unknowns_counted = unk_id_ >= 0 && !fuse_unk_;
+  if (byte_level_ ? !(every_byte || unknowns_counted)
+                  : !((byte_fallback_ && every_byte) || unknowns_counted)) {
+    return 0;
+  }
+  // (A token's text is never shorter than what it stands for: a byte-level character
+  // is at least one byte, "<0x41>" and "<unk>" longer than theirs.)
+  size_t longest = 4;
+  std::string raw;
+  for (const auto& [token, id] : vocab_) {
+    raw.clear();
+    const bool decoded = byte_level_ && AppendByteLevelBytes(token, &raw);
+    longest = std::max(longest, decoded ? raw.size() : token.size());
+  }
+  return longest;
 }
 
 const std::string* BpeModel::TokenText(int32_t id) const {

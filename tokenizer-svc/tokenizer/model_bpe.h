@@ -50,6 +50,11 @@ class BpeModel {
   // The id of `token` (as written in tokenizer.json).
   absl::optional<int32_t> TokenId(absl::string_view token) const;
   bool byte_level() const { return byte_level_; }
+  // The most bytes of a piece one token of Encode() can stand for: a piece of n bytes
+  // gives at least ceil(n / this) ids. 0 when there is no such bound: a character that
+  // is dropped (no unknown token, no byte fallback for it) or a run of unknowns fused
+  // into one token gives fewer.
+  size_t max_bytes_per_token() const { return max_bytes_per_token_; }
 
  private:
   struct Merge {
@@ -70,6 +75,7 @@ class BpeModel {
   BpeModel() = default;
   void EncodeUncached(absl::string_view piece, std::vector<int32_t>* ids) const;
   const Merge* FindMerge(int32_t left, int32_t right) const;
+  size_t BoundBytesPerToken() const;
 
   absl::flat_hash_map<std::string, int32_t> vocab_;
   absl::flat_hash_map<std::string, int32_t> raw_vocab_;  // byte-level: raw bytes -> id
@@ -83,6 +89,7 @@ class BpeModel {
   bool byte_fallback_ = false;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
+  size_t max_bytes_per_token_ = 0;
   mutable std::array<CacheShard, kCacheShards> cache_;
 };
 

@@ -25,6 +25,12 @@
 namespace gantry::tokenizer {
 namespace {
 
+// OUT_OF_RANGE once `count` ids pass `max_ids` (0: no limit).
+absl::Status WithinLimit(size_t count, size_t max_ids) {
+  if (max_ids == 0 || count <= max_ids) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat("the text has more than ", max_ids, " tokens"));
+}
+
 // tokenizer.json files are tens of MB; anything far larger is not one.
 constexpr size_t kMaxFileBytes = 512u << 20;
 
@@ -159,9 +165,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
 
 absl::Status Tokenizer::EncodeSectionCached(absl::string_view raw, bool first_section,
                                             bool split_special, bool use_cache,
-                                            std::vector<int32_t>* ids) const {
+                                            size_t max_ids, std::vector<int32_t>* ids) const {
   if (!use_cache || raw.size() < kMinCachedSectionBytes) {
-    return EncodeSection(raw, first_section, split_special, ids);
+    return EncodeSection(raw, first_section, split_special, max_ids, ids);
   }
   // The key: every input of EncodeSection (the tokenizer is this one): the flags pick
   // the cache, the bytes are the key.
@@ -169,10 +175,11 @@ absl::Status Tokenizer::EncodeSectionCached(absl::string_view raw, bool first_se
       *section_cache_[(first_section ? 1 : 0) | (split_special ? 2 : 0)];
   if (std::shared_ptr<const std::vector<int32_t>> hit = cache.Find(raw)) {
     ids->insert(ids->end(), hit->begin(), hit->end());
-    return absl::OkStatus();
+    return WithinLimit(ids->size(), max_ids);
   }
   const size_t start = ids->size();
-  GANTRY_RETURN_IF_ERROR(EncodeSection(raw, first_section, split_special, ids));
+  // (A section stopped at the limit is not kept: its ids are not all there.)
+  GANTRY_RETURN_IF_ERROR(EncodeSection(raw, first_section, split_special, max_ids, ids));
   auto value = std::make_shared<const std::vector<int32_t>>(ids->begin() + start, ids->end());
   const size_t value_bytes = value->size() * sizeof(int32_t) + 64;  // + the entry's own
   cache.Insert(std::string(raw), std::move(value), value_bytes);
@@ -180,7 +187,19 @@ absl::Status Tokenizer::EncodeSectionCached(absl::string_view raw, bool first_se
 }
 
 absl::Status Tokenizer::EncodeSection(absl::string_view raw, bool first_section, bool split_special,
-                                      std::vector<int32_t>* ids) const {
+                                      size_t max_ids, std::vector<int32_t>* ids) const {
+  // A piece of n bytes needs at least ceil(n / per_token) ids: one that cannot fit in
+  // what is left of `max_ids` is refused before its BPE (the costly part, for a long
+  // piece such as 15 MiB of one letter).
+  const size_t per_token = model_->max_bytes_per_token();
+  auto encode = [&](absl::string_view piece) -> absl::Status {
+    if (max_ids != 0 && per_token != 0) {
+      const size_t at_least = (piece.size() + per_token - 1) / per_token;
+      GANTRY_RETURN_IF_ERROR(WithinLimit(ids->size() + at_least, max_ids));
+    }
+    model_->Encode(piece, ids);
+    return WithinLimit(ids->size(), max_ids);
+  };
   std::string normalized(raw);
   if (normalizer_ != nullptr) GANTRY_RETURN_IF_ERROR(normalizer_->Normalize(&normalized));
   std::vector<AddedVocabulary::Segment> segments;
@@ -190,15 +209,16 @@ absl::Status Tokenizer::EncodeSection(absl::string_view raw, bool first_section,
     const auto& segment = segments[i];
     if (segment.id >= 0) {
       ids->push_back(segment.id);
+      GANTRY_RETURN_IF_ERROR(WithinLimit(ids->size(), max_ids));
       continue;
     }
     absl::string_view text = absl::string_view(normalized).substr(segment.begin, segment.end - segment.begin);
     if (pre_tokenizer_ == nullptr) {
-      model_->Encode(text, ids);
+      GANTRY_RETURN_IF_ERROR(encode(text));
       continue;
     }
     GANTRY_RETURN_IF_ERROR(pre_tokenizer_->Split(text, first_section && i == 0, &pieces));
-    for (absl::string_view piece : pieces.views) model_->Encode(piece, ids);
+    for (absl::string_view piece : pieces.views) GANTRY_RETURN_IF_ERROR(encode(piece));
     pieces.storage.clear();
   }
   return absl::OkStatus();
@@ -217,6 +237,7 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
     const auto& segment = segments[i];
     if (segment.id >= 0) {
       ids.push_back(segment.id);
+      GANTRY_RETURN_IF_ERROR(WithinLimit(ids.size(), options.max_ids));
       continue;
     }
     // Offsets do not survive normalization: a section that holds literal text keeps
@@ -225,9 +246,10 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
                  (literal != nullptr && AddedVocabulary::Overlaps(*literal, segment.begin, segment.end));
     GANTRY_RETURN_IF_ERROR(EncodeSectionCached(
         text.substr(segment.begin, segment.end - segment.begin), i == 0, split,
-        options.use_section_cache, &ids));
+        options.use_section_cache, options.max_ids, &ids));
   }
   if (options.add_special && post_processor_ != nullptr) post_processor_->AddSpecialTokens(&ids);
+  GANTRY_RETURN_IF_ERROR(WithinLimit(ids.size(), options.max_ids));
   return ids;
 }
 

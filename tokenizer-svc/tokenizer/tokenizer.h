@@ -90,6 +90,12 @@ struct EncodeOptions {
   // Look sections up in (and add them to) the section cache (see Tokenizer). False
   // encodes every section afresh: the reference the cache's tests compare against.
   bool use_section_cache = true;
+  // More ids than this and Encode() stops with OUT_OF_RANGE as soon as that is certain
+  // (0: no limit). A counter that only needs to know whether a prompt fits a context
+  // does work for at most about this many ids, not for the whole text: a piece whose
+  // bytes need more ids than are left (BpeModel::max_bytes_per_token) is refused
+  // unencoded, and encoding stops at the first piece that passes the limit.
+  size_t max_ids = 0;
 };
 
 class Tokenizer {
@@ -114,7 +120,8 @@ class Tokenizer {
   ~Tokenizer();
 
   // The ids of `text`. INVALID_ARGUMENT when `text` is not valid UTF-8;
-  // RESOURCE_EXHAUSTED if a pre-tokenizer pattern gives up (not seen with real files).
+  // RESOURCE_EXHAUSTED if a pre-tokenizer pattern gives up (not seen with real files);
+  // OUT_OF_RANGE when there are more than options.max_ids.
   absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
                                               const EncodeOptions& options = {}) const;
 
@@ -158,10 +165,11 @@ class Tokenizer {
  private:
   Tokenizer();
   // A text section through the section cache (EncodeSection when short or not cached).
+  // Both stop with OUT_OF_RANGE once `ids` would pass `max_ids` (0: no limit).
   absl::Status EncodeSectionCached(absl::string_view raw, bool first_section, bool split_special,
-                                   bool use_cache, std::vector<int32_t>* ids) const;
+                                   bool use_cache, size_t max_ids, std::vector<int32_t>* ids) const;
   absl::Status EncodeSection(absl::string_view raw, bool first_section, bool split_special,
-                             std::vector<int32_t>* ids) const;
+                             size_t max_ids, std::vector<int32_t>* ids) const;
 
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;

@@ -5,7 +5,9 @@
 // Invariants: valid UTF-8 always encodes and the ids always decode; invalid UTF-8 is
 // an error, not a crash; the byte-level tokenizer with specials as text round-trips to
 // NFC(text); a StreamDecoder never emits invalid UTF-8 and its output concatenates to
-// Decode(ids); literal ranges over every special token's text make no special id.
+// Decode(ids); literal ranges over every special token's text make no special id; a
+// limit of max_ids (bits 4-7: the count minus 0..15) refuses exactly the texts with more
+// ids than it (OUT_OF_RANGE) and changes no ids of the others.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -64,6 +66,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int32_t id : *ids) {
       // Post-processor BOS/EOS are the only special ids allowed.
       if (tokenizer->IsSpecial(id) && !options.add_special) std::abort();
+    }
+  }
+  {
+    EncodeOptions limited = options;
+    const size_t below = selector >> 4;
+    if (ids->size() > below) {
+      limited.max_ids = ids->size() - below;
+      auto again = tokenizer->Encode(text, limited);
+      if (below == 0 ? !(again.ok() && *again == *ids) : !absl::IsOutOfRange(again.status())) {
+        std::abort();
+      }
     }
   }
   StreamDecoder stream(tokenizer, false);
