@@ -98,27 +98,5 @@ TEST(ChatStreamTest, IncompleteOrFailedStreamsAreErrors) {
                                "data: [DONE]\n\n").ok());  // a call without id and name
 }
 
-TEST(ChunkedBodyDecoderTest, DecodesAtEveryArrivalBoundary) {
-  const std::string payload = RouterStream({Text("abc"), Final(v1::FINISH_STOP)});
-  std::string wire;
-  for (size_t at = 0; at < payload.size(); at += 37) {
-    std::string piece = payload.substr(at, 37);
-    absl::StrAppend(&wire, absl::Hex(piece.size()), "\r\n", piece, "\r\n");
-  }
-  wire += "0\r\n\r\n";
-  for (size_t cut = 0; cut <= wire.size(); cut += 5) {
-    ChunkedBodyDecoder d(1 << 20);
-    ASSERT_TRUE(d.Feed(wire.substr(0, cut)).ok());
-    EXPECT_EQ(payload.substr(0, d.body().size()), d.body());  // a prefix, never garbage
-    ASSERT_TRUE(d.Feed(wire).ok());
-    EXPECT_TRUE(d.done());
-    EXPECT_EQ(d.body(), payload);
-  }
-  ChunkedBodyDecoder bad(1 << 20);
-  EXPECT_FALSE(bad.Feed("zz\r\nabc\r\n").ok());
-  ChunkedBodyDecoder huge(16);
-  EXPECT_FALSE(huge.Feed("ffff\r\n").ok());
-}
-
 }  // namespace
 }  // namespace gantry::harness

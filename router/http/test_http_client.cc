@@ -22,13 +22,13 @@
 #include "absl/strings/str_split.h"
 
 namespace gantry::http {
+namespace {
 
-std::string TestResponse::Header(absl::string_view lowercase_name) const {
-  for (const auto& [name, value] : headers) {
-    if (name == lowercase_name) return value;
-  }
-  return "";
-}
+// Responses in tests are small; a bound keeps a broken server from filling memory.
+constexpr size_t kMaxHeaderBytes = 1 << 20;
+constexpr size_t kMaxBodyBytes = 256u << 20;
+
+}  // namespace
 
 absl::StatusOr<TestHttpClient> TestHttpClient::Connect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -167,78 +167,24 @@ absl::Status TestHttpClient::Fill(int timeout_ms) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> TestHttpClient::ReadLine(int timeout_ms) {
-  while (true) {
-    size_t eol = buffer_.find("\r\n");
-    if (eol != std::string::npos) {
-      std::string line = buffer_.substr(0, eol);
-      buffer_.erase(0, eol + 2);
-      return line;
-    }
-    absl::Status status = Fill(timeout_ms);
-    if (!status.ok()) return status;
-  }
-}
-
-absl::StatusOr<std::string> TestHttpClient::ReadExactly(size_t n, int timeout_ms) {
-  while (buffer_.size() < n) {
-    absl::Status status = Fill(timeout_ms);
-    if (!status.ok()) return status;
-  }
-  std::string out = buffer_.substr(0, n);
-  buffer_.erase(0, n);
-  return out;
-}
-
 absl::StatusOr<TestResponse> TestHttpClient::ReadResponse(
     int timeout_ms, const std::function<bool(absl::string_view)>& on_chunk) {
-  TestResponse response;
+  ResponseParser parser(kMaxHeaderBytes, kMaxBodyBytes);
+  parser.on_chunk = on_chunk;
   while (true) {
-    auto status_line = ReadLine(timeout_ms);
-    if (!status_line.ok()) return status_line.status();
-    std::vector<std::string> parts = absl::StrSplit(*status_line, absl::MaxSplits(' ', 2));
-    if (parts.size() < 2 || !absl::SimpleAtoi(parts[1], &response.status)) {
-      return absl::DataLossError(absl::StrCat("bad status line: ", *status_line));
+    auto used = parser.Feed(buffer_);
+    if (!used.ok()) return used.status();
+    buffer_.erase(0, *used);
+    if (parser.complete() || parser.stopped()) return parser.TakeResponse();
+    absl::Status more = Fill(timeout_ms);
+    if (absl::IsUnavailable(more) && parser.headers_complete()) {
+      // Closed: whole only if the body runs to the close.
+      absl::Status finished = parser.Finish();
+      if (!finished.ok()) return finished;
+      return parser.TakeResponse();
     }
-    response.headers.clear();
-    while (true) {
-      auto line = ReadLine(timeout_ms);
-      if (!line.ok()) return line.status();
-      if (line->empty()) break;
-      size_t colon = line->find(':');
-      if (colon == std::string::npos) return absl::DataLossError("bad header line");
-      response.headers.emplace_back(
-          absl::AsciiStrToLower(line->substr(0, colon)),
-          std::string(absl::StripAsciiWhitespace(line->substr(colon + 1))));
-    }
-    if (response.status != 100) break;  // skip interim responses
+    if (!more.ok()) return more;
   }
-  if (absl::EqualsIgnoreCase(response.Header("transfer-encoding"), "chunked")) {
-    response.chunked = true;
-    while (true) {
-      auto size_line = ReadLine(timeout_ms);
-      if (!size_line.ok()) return size_line.status();
-      size_t size = std::strtoul(size_line->c_str(), nullptr, 16);
-      if (size == 0) {
-        auto end = ReadLine(timeout_ms);
-        if (!end.ok()) return end.status();
-        break;
-      }
-      auto data = ReadExactly(size + 2, timeout_ms);
-      if (!data.ok()) return data.status();
-      data->resize(size);
-      response.body += *data;
-      if (on_chunk && !on_chunk(*data)) return response;
-    }
-  } else {
-    size_t length = 0;
-    std::string cl = response.Header("content-length");
-    if (!cl.empty() && !absl::SimpleAtoi(cl, &length)) return absl::DataLossError("bad length");
-    auto body = ReadExactly(length, timeout_ms);
-    if (!body.ok()) return body.status();
-    response.body = *body;
-  }
-  return response;
 }
 
 bool TestHttpClient::WaitForClose(int timeout_ms) {

@@ -14,16 +14,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "router/http/http_response_parser.h"
 
 namespace gantry::http {
 
-struct TestResponse {
-  int status = 0;
-  std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
-  std::string body;  // de-chunked
-  bool chunked = false;
-  std::string Header(absl::string_view lowercase_name) const;
-};
+using TestResponse = ReceivedResponse;  // http_response_parser.h
 
 class TestHttpClient {
  public:
@@ -71,8 +66,6 @@ class TestHttpClient {
   // Whether bytes wait without polling the socket (decrypted, inside OpenSSL).
   bool Pending() const;
   absl::Status Fill(int timeout_ms);  // reads more bytes into buffer_
-  absl::StatusOr<std::string> ReadLine(int timeout_ms);
-  absl::StatusOr<std::string> ReadExactly(size_t n, int timeout_ms);
 
   int fd_ = -1;
   void* ssl_ = nullptr;  // SSL*, owned; OpenSSL stays out of this header

@@ -1,14 +1,17 @@
 // Fuzz target: how the harness reads the router's streamed replies (outside bytes from
-// the network): the chunked-body decoder, the SSE chat.completion.chunk stream and the
-// first-token test. First byte: 0 = parse the rest as a whole stream; 1 = decode the
-// rest as a chunked body arriving in growing prefixes; 2 = the first-token test on the
+// the network): the response parser (router/http/http_response_parser.h, llhttp) on a
+// chunked body, the SSE chat.completion.chunk stream and the first-token test. First
+// byte: 0 = parse the rest as a whole stream; 1 = the rest as a chunked body after a
+// response head, arriving in pieces of growing size; 2 = the first-token test on the
 // rest as one event. Invariants: never crashes; an accepted stream's tool calls all have
-// an id and a name; the decoded body only ever grows, each time by appending.
+// an id and a name; the decoded body only ever grows, each time by appending, and stays
+// within the parser's limit.
 #include <cstdlib>
 #include <string>
 
 #include "harness-svc/http_client.h"
 #include "harness-svc/router_client.h"
+#include "router/http/http_response_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gantry::harness;
@@ -25,12 +28,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 1: {
-      ChunkedBodyDecoder decoder(1 << 20);
+      constexpr size_t kLimit = 1 << 16;
+      gantry::http::ResponseParser parser(4096, kLimit);
+      const std::string wire = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + rest;
       std::string before;
-      for (size_t cut = 0; cut <= rest.size(); cut += 1 + cut / 3) {
-        if (!decoder.Feed(absl::string_view(rest).substr(0, cut)).ok()) break;
-        if (decoder.body().compare(0, before.size(), before) != 0) std::abort();
-        before = decoder.body();
+      for (size_t at = 0, piece = 1; at < wire.size(); at += piece, piece += 1 + piece / 3) {
+        auto used = parser.Feed(absl::string_view(wire).substr(at, piece));
+        if (!used.ok() || parser.complete()) break;
+        const std::string& body = parser.response().body;
+        if (body.size() > kLimit || body.compare(0, before.size(), before) != 0) std::abort();
+        before = body;
       }
       break;
     }
