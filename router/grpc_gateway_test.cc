@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -127,6 +128,15 @@ class GrpcGatewayTest : public ::testing::Test {
     w.model = kModel;
     w.context_length = 2048;  // READY wins over the catalog's 4096
     w.script = std::move(script);
+    if (worker_) {
+      // The one before must be gone first: else the count below could be its own.
+      worker_.reset();
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (router_->broker()->LiveWorkerCount(kModel) != 0 &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     worker_ = std::make_unique<FakeWorkerForTest>(w);
     ASSERT_TRUE(worker_->WaitFor([&] { return router_->broker()->LiveWorkerCount(kModel) == 1; },
                                  5000));

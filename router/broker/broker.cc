@@ -429,10 +429,11 @@ void Broker::Impl::OnFinal(Worker& worker, const v1::Final& final_message) {
   const std::string& id = final_message.request_id();
   owner_.erase(id);
   const v1::Terminal& terminal = final_message.terminal().terminal();
-  // Refused for lack of a slot before anything reached the client: queue it again.
+  // Refused before anything reached the client, for lack of a slot or because the
+  // worker is draining (docs/protocol.md, "Worker states"): queue it again for another.
   if (!flight.ending && flight.relayed == 0 && terminal.finish_reason() == v1::FINISH_ERROR &&
-      terminal.status().reason() == "queue_full") {
-    worker.credit = 0;  // it told us it is full
+      (terminal.status().reason() == "queue_full" || terminal.status().reason() == "no_worker")) {
+    worker.credit = 0;  // it told us it is full, or takes no more
     auto& queue = queues_[flight.pending.request.model()]
                       [ClassIndex(flight.pending.request.priority())];
     queue.push_front(std::move(flight.pending));

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -20,6 +21,7 @@
 #include "common/status.h"
 #include "common/zmq_io.h"
 #include "proto/worker_frames.h"
+#include "worker/server/worker_state.h"
 
 namespace gantry::server {
 namespace {
@@ -126,10 +128,33 @@ void WorkerLoop::Run() {
     });
   }
 
-  auto free_slots = [&] {
+  // The state machine of worker_state.h: every event goes through NextWorkerState, and
+  // every change of state is logged under the spec's names.
+  WorkerState state = WorkerState::kConnecting;
+  auto in_flight = [&] {
     std::lock_guard<std::mutex> lock(m.mu);
-    const int busy = static_cast<int>(m.active.size());
-    return static_cast<uint32_t>(std::max(0, options_.slots - busy));
+    return static_cast<int>(m.active.size());
+  };
+  auto on = [&](WorkerEvent event, absl::string_view why = "") {
+    const WorkerState next = NextWorkerState(state, event, in_flight());
+    if (next == state) return;
+    // IDLE <-> SERVING changes with every request: debug; the others: info or warning.
+    const bool busy_change = (state == WorkerState::kIdle || state == WorkerState::kServing) &&
+                             (next == WorkerState::kIdle || next == WorkerState::kServing);
+    Log(busy_change                        ? LogLevel::kDebug
+        : next == WorkerState::kConnecting ? LogLevel::kWarning
+                                           : LogLevel::kInfo,
+        "worker.state",
+        {{"state", std::string(WorkerStateName(next))},
+         {"from", std::string(WorkerStateName(state))},
+         {"on", std::string(WorkerEventName(event))},
+         {"why", std::string(why)},
+         {"worker_id", options_.worker_id}});
+    state = next;
+  };
+  auto free_slots = [&] {
+    if (state == WorkerState::kDraining) return 0u;  // the router sends no more
+    return static_cast<uint32_t>(std::max(0, options_.slots - in_flight()));
   };
   auto make_ready = [&] {
     v1::Ready ready;
@@ -141,22 +166,40 @@ void WorkerLoop::Run() {
     ready.set_heartbeat_interval_ms(static_cast<uint32_t>(options_.heartbeat_interval_ms));
     return ready;
   };
+  // Requests of a connection that was given up: cancelled, their events dropped (the
+  // router has failed them already), their slots free again once they stop.
+  std::set<std::string> abandoned;
+  auto abandon_in_flight = [&] {
+    std::lock_guard<std::mutex> lock(m.mu);
+    for (auto& [id, job] : m.active) {
+      job->cancel = true;
+      abandoned.insert(id);
+    }
+    m.active.clear();
+  };
 
   // READYs the router answered with DISCONNECT before anything else, in a row: such a
   // worker (refused: worker_not_allowed, worker_id_taken, ...) waits before it tries
   // again, one interval doubling up to kMaxRefusedBackoffMs, instead of spinning.
   int refused_in_a_row = 0;
   constexpr int64_t kMaxRefusedBackoffMs = 30000;
-  while (!stop_.load()) {
+  const int64_t interval_ms = options_.heartbeat_interval_ms;
+  Log(LogLevel::kInfo, "worker.state",
+      {{"state", "CONNECTING"}, {"router", options_.router_endpoint},
+       {"worker_id", options_.worker_id}});
+  while (state != WorkerState::kGone) {
+    // CONNECTING.
     if (refused_in_a_row > 0) {
-      const int64_t interval_ms = options_.heartbeat_interval_ms;
       const int64_t wait_ms = std::min<int64_t>(
           kMaxRefusedBackoffMs, interval_ms << std::min(refused_in_a_row - 1, 5));
       const int64_t until = NowMs() + wait_ms;
       while (!stop_.load() && NowMs() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      if (stop_.load()) break;
+    }
+    if (stop_.load()) {
+      on(WorkerEvent::kShutdownRequested, "stopped while not connected");
+      break;
     }
     bool heard_other = false;  // a message other than DISCONNECT on this socket
     zmq::socket_t dealer(m.context, zmq::socket_type::dealer);
@@ -174,6 +217,7 @@ void WorkerLoop::Run() {
       absl::Status curve = ConfigureCurveClient(dealer.handle(), *options_.curve);
       if (!curve.ok()) {
         Log(LogLevel::kError, "worker.curve.failed", {{"error", curve.ToString()}});
+        on(WorkerEvent::kShutdownRequested, "CURVE keys unusable");
         break;
       }
     }
@@ -184,13 +228,42 @@ void WorkerLoop::Run() {
       if (attached.ok()) monitor = std::move(*attached);
     }
     dealer.connect(options_.router_endpoint);
-    Log(LogLevel::kInfo, "worker.state", {{"state", "CONNECTING"}, {"router", options_.router_endpoint}});
     (void)SendFrames(dealer, wire::EncodeFrames(make_ready()));
-    Log(LogLevel::kInfo, "worker.state", {{"state", "READY_SENT"}, {"worker_id", options_.worker_id}});
+    on(WorkerEvent::kReadySent);
     int64_t last_heard = NowMs();
     int64_t last_sent = NowMs();
-    bool reconnect = false;
-    while (!stop_.load() && !reconnect) {
+    int64_t drain_deadline = 0;  // DRAINING: when what is left in flight is cancelled
+    int64_t drain_grace = 0;     // and when the DISCONNECT goes out whatever is left
+    bool drained = false;        // DRAINING ended here: DISCONNECT tells the router
+    auto send_heartbeat = [&](int64_t now) {
+      v1::Heartbeat hb;
+      hb.set_free_slots(free_slots());
+      {
+        std::lock_guard<std::mutex> lock(m.mu);
+        for (const auto& [id, job] : m.active) hb.add_active_request_ids(id);
+      }
+      hb.set_sent_unix_ms(static_cast<uint64_t>(now));
+      (void)SendFrames(dealer, wire::EncodeFrames(hb));
+      last_sent = now;
+    };
+    auto refuse = [&](const std::string& id, const absl::Status& why) {
+      v1::Final final;
+      final.set_request_id(id);
+      v1::StreamEvent* e = final.mutable_terminal();
+      e->set_request_id(id);
+      e->mutable_terminal()->set_finish_reason(v1::FINISH_ERROR);
+      ToProto(why, e->mutable_terminal()->mutable_status());
+      *e->mutable_terminal()->mutable_bundle() = bundle_.identity;
+      (void)SendFrames(dealer, wire::EncodeFrames(final));
+    };
+    // IDLE, SERVING, DRAINING: connected.
+    while (state == WorkerState::kIdle || state == WorkerState::kServing ||
+           state == WorkerState::kDraining) {
+      if (stop_.load() && state != WorkerState::kDraining) {
+        on(WorkerEvent::kShutdownRequested);
+        drain_deadline = NowMs() + options_.drain_timeout_ms;
+        send_heartbeat(NowMs());  // 0 free slots: the router sends no more
+      }
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0},
                                  {pull.handle(), 0, ZMQ_POLLIN, 0},
                                  {monitor ? monitor->socket().handle() : nullptr, -1, ZMQ_POLLIN, 0}};
@@ -199,7 +272,8 @@ void WorkerLoop::Run() {
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;  // a signal (Stop() is checked by the loop)
         Log(LogLevel::kError, "worker.poll.failed", {{"error", e.what()}});
-        reconnect = true;
+        abandon_in_flight();
+        on(WorkerEvent::kRouterLost, "poll failed");
         continue;
       }
       // Events from executors: PARTIAL per event, FINAL for the terminal one.
@@ -218,14 +292,17 @@ void WorkerLoop::Run() {
           if (*static_cast<const char*>(msg.data()) == kOutboxFinal) {
             v1::Final final;
             if (!final.ParseFromArray(body, body_size)) continue;
+            if (abandoned.erase(final.request_id()) > 0) continue;
             {
               std::lock_guard<std::mutex> lock(m.mu);
               m.active.erase(final.request_id());
             }
             (void)SendFrames(dealer, wire::EncodeFrames(final));
+            on(WorkerEvent::kRequestEnded);
           } else {
             v1::Partial partial;
             if (!partial.ParseFromArray(body, body_size)) continue;
+            if (abandoned.count(partial.request_id()) > 0) continue;
             (void)SendFrames(dealer, wire::EncodeFrames(partial));
           }
           last_sent = NowMs();
@@ -246,28 +323,21 @@ void WorkerLoop::Run() {
             auto job = std::make_shared<Job>();
             job->request = request->request();
             const std::string id = job->request.request_id();
-            bool accepted = false;
-            {
+            absl::Status admitted = AdmitRequest(state, static_cast<int>(free_slots()));
+            if (admitted.ok()) {
               std::lock_guard<std::mutex> lock(m.mu);
-              if (static_cast<int>(m.active.size()) < options_.slots && !m.active.count(id)) {
+              if (m.active.count(id) > 0) {
+                admitted = ReasonError("queue_full", "a request with this id is in flight");
+              } else {
                 m.active[id] = job;
                 m.pending.push_back(job);
-                accepted = true;
               }
             }
-            if (accepted) {
+            if (admitted.ok()) {
               m.cv.notify_one();
+              on(WorkerEvent::kRequestAccepted);
             } else {
-              // More than our credit (or a duplicate id): refuse at once, never queue.
-              v1::Final final;
-              final.set_request_id(id);
-              v1::StreamEvent* e = final.mutable_terminal();
-              e->set_request_id(id);
-              e->mutable_terminal()->set_finish_reason(v1::FINISH_ERROR);
-              ToProto(ReasonError("queue_full", "the worker has no free slot"),
-                      e->mutable_terminal()->mutable_status());
-              *e->mutable_terminal()->mutable_bundle() = bundle_.identity;
-              (void)SendFrames(dealer, wire::EncodeFrames(final));
+              refuse(id, admitted);  // more than our credit, a duplicate id, or draining
             }
           } else if (auto* cancel = std::get_if<v1::Cancel>(&*message)) {
             std::lock_guard<std::mutex> lock(m.mu);
@@ -277,40 +347,46 @@ void WorkerLoop::Run() {
             // The router's reason, e.g. worker_not_allowed: the allow-list does not let
             // this key serve this bundle (docs/protocol.md, "Worker identity").
             refused_in_a_row = heard_other ? 0 : refused_in_a_row + 1;
-            Log(LogLevel::kWarning, "worker.state",
-                {{"state", "RECONNECTING"}, {"why", "DISCONNECT"},
-                 {"code", disconnect->reason().reason().substr(0, 64)},
+            Log(LogLevel::kWarning, "worker.disconnected",
+                {{"code", disconnect->reason().reason().substr(0, 64)},
                  {"message", disconnect->reason().message().substr(0, 512)},
                  {"refused_in_a_row", absl::StrCat(refused_in_a_row)}});
-            reconnect = true;
+            abandon_in_flight();
+            on(WorkerEvent::kRouterLost, "DISCONNECT");
+            continue;
           }
           // HEARTBEAT: being heard is all it means.
         }
       }
       const int64_t now = NowMs();
-      if (now - last_sent >= options_.heartbeat_interval_ms) {
-        v1::Heartbeat hb;
-        hb.set_free_slots(free_slots());
-        {
-          std::lock_guard<std::mutex> lock(m.mu);
-          for (const auto& [id, job] : m.active) hb.add_active_request_ids(id);
-        }
-        hb.set_sent_unix_ms(static_cast<uint64_t>(now));
-        (void)SendFrames(dealer, wire::EncodeFrames(hb));
-        last_sent = now;
+      if (now - last_sent >= interval_ms) send_heartbeat(now);
+      if (now - last_heard > static_cast<int64_t>(options_.liveness) * interval_ms) {
+        abandon_in_flight();
+        on(WorkerEvent::kRouterLost, "router silent");
+        continue;
       }
-      if (now - last_heard > static_cast<int64_t>(options_.liveness) * options_.heartbeat_interval_ms) {
-        Log(LogLevel::kWarning, "worker.state", {{"state", "RECONNECTING"}, {"why", "router silent"}});
-        reconnect = true;
+      if (state == WorkerState::kDraining) {
+        if (in_flight() == 0) {
+          drained = true;
+          on(WorkerEvent::kDrained, "nothing in flight");
+        } else if (drain_grace == 0 && now >= drain_deadline) {
+          // The deadline: what is left is cancelled (each sends its FINAL within a
+          // decode step), and a little later the DISCONNECT goes out regardless.
+          std::lock_guard<std::mutex> lock(m.mu);
+          for (auto& [id, job] : m.active) job->cancel = true;
+          drain_grace = now + 2 * interval_ms;
+        } else if (drain_grace != 0 && now >= drain_grace) {
+          drained = true;
+          on(WorkerEvent::kDrained, "drain deadline");
+        }
       }
     }
-    if (stop_.load()) {
+    if (drained) {
       v1::Disconnect bye;
-      ToProto(absl::UnavailableError("worker stopping"), bye.mutable_reason());
+      ToProto(ReasonError("no_worker", "the worker stopped"), bye.mutable_reason());
       (void)SendFrames(dealer, wire::EncodeFrames(bye));
     }
   }
-  Log(LogLevel::kInfo, "worker.state", {{"state", "GONE"}});
 }
 
 }  // namespace gantry::server

@@ -7,8 +7,12 @@
 // reconnects (a fresh socket and a new READY) when the router falls silent for
 // liveness x interval or sends DISCONNECT.
 //
-// States (logged by name): CONNECTING -> READY_SENT -> SERVING; -> RECONNECTING on
-// silence or DISCONNECT; -> GONE after Stop().
+// States (worker_state.h, logged by name as event worker.state): CONNECTING -> IDLE
+// (READY sent) <-> SERVING (requests in flight); back to CONNECTING on silence or
+// DISCONNECT (what was in flight is cancelled and its events dropped: the router has
+// failed it); Stop() -> DRAINING (heartbeats say 0 free slots, new REQUESTs are refused
+// no_worker, the ones in flight finish, or are cancelled at drain_timeout_ms) ->
+// DISCONNECT -> GONE.
 //
 // Threading: Run() owns the DEALER socket; executors send their events to it over an
 // inproc PUSH/PULL pair (ZeroMQ sockets are never shared between threads).
@@ -34,6 +38,8 @@ struct WorkerOptions {
   int threads_per_slot = 1;      // forward-pass threads of each slot
   int heartbeat_interval_ms = 1000;
   int liveness = 3;
+  // DRAINING: how long requests in flight may take to finish after Stop().
+  int drain_timeout_ms = 30000;
   // CURVE client keys when the router is a CURVE server (another host); unset: plain.
   std::optional<CurveClientKeys> curve;
 };
@@ -43,8 +49,9 @@ class WorkerLoop {
   WorkerLoop(WorkerOptions options, const ServingBundle& bundle);
   ~WorkerLoop();
 
-  // Serves until Stop(); returns after sending DISCONNECT.
+  // Serves until Stop() and the drain; returns after sending DISCONNECT.
   void Run();
+  // Begins the drain (any thread, a signal handler's included).
   void Stop() { stop_.store(true); }
 
  private:

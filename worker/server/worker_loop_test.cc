@@ -42,6 +42,7 @@ class WorkerLoopTest : public ::testing::Test {
     options.slots = 1;
     options.capacity_per_slot = 512;
     options.heartbeat_interval_ms = 200;
+    options.drain_timeout_ms = drain_timeout_ms_;
     loop_ = std::make_unique<WorkerLoop>(options, loaded_->serving());
     thread_ = std::thread([this] { loop_->Run(); });
   }
@@ -103,6 +104,7 @@ class WorkerLoopTest : public ::testing::Test {
     }
   }
 
+  int drain_timeout_ms_ = 30000;
   zmq::context_t context_;
   zmq::socket_t router_{context_, zmq::socket_type::router};
   std::unique_ptr<LoadedBundle> loaded_;
@@ -220,6 +222,68 @@ TEST_F(WorkerLoopTest, SilentRouterMakesTheWorkerReconnectWithReady) {
     wire::WorkerMessage m = Next(5000, /*skip_heartbeats=*/true);
     if (std::holds_alternative<v1::Ready>(m)) break;
   }
+}
+
+// DRAINING (docs/protocol.md, "Worker states"): after Stop() the heartbeats say 0 free
+// slots, a new REQUEST is refused no_worker, the one in flight runs to its end, and
+// then the worker says DISCONNECT (no_worker) and its loop returns.
+TEST_F(WorkerLoopTest, StopDrainsWhatIsInFlightThenDisconnects) {
+  ASSERT_TRUE(std::holds_alternative<v1::Ready>(Next()));
+  Send(MakeRequest("req_1", "a long one please"));
+  wire::WorkerMessage first = Next();
+  ASSERT_TRUE(std::holds_alternative<v1::Partial>(first));
+  loop_->Stop();
+  bool saw_no_free = false, refused = false, finished = false;
+  for (;;) {
+    wire::WorkerMessage m = Next(10000, /*skip_heartbeats=*/false);
+    if (auto* hb = std::get_if<v1::Heartbeat>(&m)) {
+      if (hb->free_slots() == 0 && !saw_no_free) {
+        saw_no_free = true;
+        Send(MakeRequest("req_2", "hello"));
+      }
+    } else if (auto* f = std::get_if<v1::Final>(&m)) {
+      if (f->request_id() == "req_2") {
+        EXPECT_EQ(f->terminal().terminal().status().reason(), "no_worker");
+        refused = true;
+      } else {
+        EXPECT_EQ(f->request_id(), "req_1");
+        EXPECT_NE(f->terminal().terminal().finish_reason(), v1::FINISH_CANCELLED);
+        EXPECT_NE(f->terminal().terminal().finish_reason(), v1::FINISH_ERROR);
+        finished = true;
+      }
+    } else if (auto* d = std::get_if<v1::Disconnect>(&m)) {
+      EXPECT_EQ(d->reason().reason(), "no_worker");
+      break;
+    }
+  }
+  EXPECT_TRUE(saw_no_free);
+  EXPECT_TRUE(refused);
+  EXPECT_TRUE(finished);  // before the DISCONNECT
+  thread_.join();         // the loop has returned
+}
+
+class WorkerLoopDrainDeadlineTest : public WorkerLoopTest {
+ protected:
+  void SetUp() override {
+    drain_timeout_ms_ = 0;
+    WorkerLoopTest::SetUp();
+  }
+};
+
+// Past the drain deadline what is left is cancelled: its FINAL (cancelled, with the
+// usage so far) still reaches the router before the DISCONNECT.
+TEST_F(WorkerLoopDrainDeadlineTest, WhatIsLeftAtTheDeadlineIsCancelledBeforeTheDisconnect) {
+  ASSERT_TRUE(std::holds_alternative<v1::Ready>(Next()));
+  Send(MakeRequest("req_1", "a long one please"));
+  ASSERT_TRUE(std::holds_alternative<v1::Partial>(Next()));
+  loop_->Stop();
+  v1::Terminal terminal;
+  Collect("req_1", &terminal);
+  EXPECT_EQ(terminal.finish_reason(), v1::FINISH_CANCELLED);
+  EXPECT_GT(terminal.usage().completion_tokens(), 0u);
+  wire::WorkerMessage m = Next();
+  ASSERT_TRUE(std::holds_alternative<v1::Disconnect>(m));
+  thread_.join();
 }
 
 }  // namespace

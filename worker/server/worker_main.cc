@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
     else if (a == "--slots") ok = absl::SimpleAtoi(v, &options.slots) && options.slots > 0 && options.slots <= 64;
     else if (a == "--threads") ok = (threads_set = true) && absl::SimpleAtoi(v, &options.threads_per_slot) && options.threads_per_slot > 0 && options.threads_per_slot <= 256;
     else if (a == "--capacity") ok = absl::SimpleAtoi(v, &options.capacity_per_slot) && options.capacity_per_slot > 0;
+    else if (a == "--drain-seconds") {
+      int seconds = 0;
+      ok = absl::SimpleAtoi(v, &seconds) && seconds >= 0 && seconds <= 3600;
+      options.drain_timeout_ms = seconds * 1000;
+    }
     else ok = false;
     if (!ok) {
       std::fprintf(stderr, "gantry-worker: bad option %s %s\n", a.c_str(), v.c_str());
@@ -56,6 +61,7 @@ int main(int argc, char** argv) {
   if (bundle_dir.empty() || options.router_endpoint.empty()) {
     std::fprintf(stderr, "usage: gantry-worker --bundle DIR --router ENDPOINT [--slots N] "
                          "[--threads T] [--capacity TOKENS] [--script FILE] [--worker-id ID]\n"
+                         "       [--drain-seconds S (30: on SIGTERM, how long answers in flight may take)]\n"
                          "       [--curve-key FILE --router-key FILE]\n");
     return 2;
   }
