@@ -143,7 +143,12 @@ absl::StatusOr<v1::LedgerEvent> LedgerWriter::Append(EventInput input, uint64_t*
   event.set_payload_json(CanonicalPayload(*payload));
 
   std::unique_lock<std::mutex> lock(mu_);
-  space_cv_.wait(lock, [&] { return queue_.size() < options_.max_queued || stopping_; });
+  const size_t bytes = event.payload_json().size();
+  space_cv_.wait(lock, [&] {
+    return stopping_ || queue_.empty() ||
+           (queue_.size() < options_.max_queued &&
+            queued_bytes_ + bytes <= options_.max_queued_bytes);
+  });
   if (stopping_) return absl::FailedPreconditionError("ledger writer is stopping");
   // Sequence, timestamp and chain are assigned under the lock, in queue order, so the
   // chain order is the insertion order.
@@ -161,6 +166,7 @@ absl::StatusOr<v1::LedgerEvent> LedgerWriter::Append(EventInput input, uint64_t*
   next_writer_seq_ += 1;
   last_mac_ = event.mac();
   queue_.push_back(event);
+  queued_bytes_ += bytes;
   ++appended_;
   if (ticket != nullptr) *ticket = appended_;
   ++stats_.appended;
@@ -509,6 +515,7 @@ void LedgerWriter::Run() {
       queue_cv_.wait_for(lock, std::chrono::milliseconds(options_.flush_interval_ms),
                          [&] { return !queue_.empty() || stopping_; });
       while (!queue_.empty() && batch.size() < options_.max_batch) {
+        queued_bytes_ -= queue_.front().payload_json().size();
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }

@@ -13,7 +13,8 @@
 // second writer on the same stream cannot fork it silently: (stream_id, seq) is unique
 // in Postgres, and a conflicting event is kept in a dead-letter spool and logged.
 //
-// Memory is bounded: Append() blocks while `max_queued` events wait. Flush() waits until
+// Memory is bounded: Append() blocks while `max_queued` events, or `max_queued_bytes` of
+// payloads, wait (an event larger than that alone waits for an empty queue). Flush() waits until
 // every event appended before it is durable (in Postgres or in the spool).
 //
 // Integrity (docs/ledger.md, "Roles", "Keyed chain", "Checkpoints"): the writer logs in
@@ -65,6 +66,7 @@ struct WriterOptions {
   size_t max_batch = 1000;
   int flush_interval_ms = 5;
   size_t max_queued = 100000;
+  size_t max_queued_bytes = 256u << 20;
   // How often to try Postgres again while spooling.
   int retry_interval_ms = 500;
   // The ledger key (ledger_key.h); "" means DefaultKeyFile(). Required: a writer
@@ -188,6 +190,7 @@ class LedgerWriter {
   std::condition_variable space_cv_;    // Append waits for room
   std::condition_variable durable_cv_;  // Flush waits for durability
   std::deque<v1::LedgerEvent> queue_;
+  size_t queued_bytes_ = 0;  // payload bytes of queue_
   std::unordered_map<std::string, StreamTail> streams_;
   uint64_t appended_ = 0;
   uint64_t durable_ = 0;

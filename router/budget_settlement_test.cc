@@ -259,5 +259,28 @@ TEST_F(BudgetSettlementTest, RatesAreChargedBeforeThePromptIsRendered) {
   EXPECT_TRUE(worker_->requests().empty());
 }
 
+// A request the policy denies spends its principal's rate too: two denials in a minute
+// of requests_per_minute 2, and the third request, one the policy allows, is
+// rate_limited (a red team sent 92,289 denied requests in 30 s on a key of 10 a minute).
+TEST_F(BudgetSettlementTest, DenialsSpendTheRate) {
+  Start({FakeStep::Finish(v1::FINISH_STOP)}, 0,
+        OneUserPolicyForTest("  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
+                             "requests_per_minute: 2, concurrent_requests: 10}\n"));
+  const char* denied = R"({"model":"not-granted","messages":[{"role":"user","content":"hi"}]})";
+  for (int i = 0; i < 2; ++i) {
+    auto response = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions",
+                                                    denied, "k-dev");
+    ASSERT_TRUE(response.ok());
+    EXPECT_EQ(response->status, 403) << response->body;
+  }
+  auto allowed = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions", kWhole,
+                                                 "k-dev");
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_EQ(allowed->status, 429) << allowed->body;
+  EXPECT_TRUE(absl::StrContains(allowed->body, R"("code":"rate_limited")")) << allowed->body;
+  EXPECT_EQ(Usage().in_flight, 0);
+  EXPECT_TRUE(worker_->requests().empty());
+}
+
 }  // namespace
 }  // namespace gantry::router

@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -155,6 +156,56 @@ std::string Canonical(const Value& v) {
 
 Gateway::Gateway(GatewayOptions options) : options_(std::move(options)) {}
 
+Gateway::~Gateway() {
+  std::lock_guard<std::mutex> lock(refusals_mu_);
+  const int64_t now_us = options_.clock->UnixMicros();
+  for (const auto& [principal, window] : refusals_) {
+    RecordRefusalsCounted(principal, window, now_us);
+  }
+}
+
+void Gateway::RecordRefusal(const std::string& principal, const std::string& request_id,
+                            const json::Value& admission) {
+  constexpr int64_t kMinuteUs = 60'000'000;
+  const int64_t now_us = options_.clock->UnixMicros();
+  bool record = false;
+  {
+    std::lock_guard<std::mutex> lock(refusals_mu_);
+    RefusalWindow& window = refusals_[principal];
+    if (now_us - window.since_us >= kMinuteUs) {
+      RecordRefusalsCounted(principal, window, now_us);
+      window = RefusalWindow();
+      window.since_us = now_us;
+    }
+    if (window.recorded < kRecordedRefusalsPerMinute) {
+      ++window.recorded;
+      record = true;
+    } else {
+      const json::Value* reason = admission.Find("error_reason");
+      ++window.counted[reason != nullptr && reason->is_string() ? reason->as_string() : ""];
+    }
+  }
+  if (record) RecordEvent(request_id, "admission.decided", admission);
+}
+
+void Gateway::RecordRefusalsCounted(const std::string& principal, const RefusalWindow& window,
+                                    int64_t until_us) {
+  if (window.counted.empty()) return;
+  Value reasons = Value::EmptyObject();
+  int64_t total = 0;
+  for (const auto& [reason, n] : window.counted) {
+    reasons.Set(reason, Value::Int(n));
+    total += n;
+  }
+  Value counted = Value::EmptyObject();
+  counted.Set("principal", Value::String(principal));
+  counted.Set("refusals", Value::Int(total));
+  counted.Set("error_reasons", std::move(reasons));
+  counted.Set("since_unix_ms", Value::Int(window.since_us / 1000));
+  counted.Set("until_unix_ms", Value::Int(until_us / 1000));
+  RecordEvent(NewId("refusals"), "admission.refusals_counted", counted);
+}
+
 std::string Gateway::MetricsText() const {
   broker::BrokerStats s = options_.broker->stats();
   std::string out;
@@ -198,6 +249,60 @@ void Gateway::RecordEvent(const std::string& stream_id, const std::string& type,
 }
 
 namespace {
+
+// Bounds on the names a request carries, checked before anything reads them: they are
+// recorded with every decision (refusals included) and named in error messages, so a
+// client must not choose their size.
+constexpr size_t kMaxModelNameBytes = 256;
+constexpr size_t kMaxToolNameBytes = 64;  // OpenAI's limit for function names
+constexpr int kMaxTools = 256;
+constexpr size_t kMaxKwargNameBytes = 64;
+constexpr int kMaxKwargs = 32;
+constexpr size_t kMaxEffortBytes = 16;
+
+bool IsNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+         c == '.' || c == ':' || c == '/';
+}
+bool IsName(absl::string_view name, size_t max_bytes) {
+  if (name.empty() || name.size() > max_bytes) return false;
+  for (char c : name) {
+    if (!IsNameChar(c)) return false;
+  }
+  return true;
+}
+
+// invalid_request naming what is wrong, never echoing it.
+absl::Status CheckNames(const v1::InferenceRequest& req) {
+  auto bad = [](absl::string_view what, absl::string_view value, size_t max_bytes) {
+    return ReasonError("invalid_request",
+                       absl::StrCat(what, " must be 1 to ", max_bytes,
+                                    " bytes of letters, digits and _ - . : / (it has ",
+                                    value.size(), " bytes)"));
+  };
+  if (!IsName(req.model(), kMaxModelNameBytes)) return bad("model", req.model(), kMaxModelNameBytes);
+  if (req.tools_size() > kMaxTools) {
+    return ReasonError("invalid_request", absl::StrCat("at most ", kMaxTools, " tools (",
+                                                       req.tools_size(), " sent)"));
+  }
+  for (const v1::ToolDefinition& tool : req.tools()) {
+    if (!IsName(tool.name(), kMaxToolNameBytes)) return bad("a tool name", tool.name(), kMaxToolNameBytes);
+  }
+  if (!req.tool_choice_name().empty() && !IsName(req.tool_choice_name(), kMaxToolNameBytes)) {
+    return bad("tool_choice's name", req.tool_choice_name(), kMaxToolNameBytes);
+  }
+  if (req.template_kwargs_json_size() > kMaxKwargs) {
+    return ReasonError("invalid_request", absl::StrCat("at most ", kMaxKwargs,
+                                                       " chat_template_kwargs"));
+  }
+  for (const auto& [key, value] : req.template_kwargs_json()) {
+    if (!IsName(key, kMaxKwargNameBytes)) return bad("a chat_template_kwargs key", key, kMaxKwargNameBytes);
+  }
+  if (req.reasoning_effort().size() > kMaxEffortBytes) {
+    return bad("reasoning_effort", req.reasoning_effort(), kMaxEffortBytes);
+  }
+  return absl::OkStatus();
+}
 
 // The principal of a presented key, or an unauthenticated error.
 absl::StatusOr<const policy::Principal*> Authenticate(const policy::Snapshot& snapshot,
@@ -597,6 +702,17 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   const std::string request_id = NewId("req");
   req.set_request_id(request_id);
   req.set_principal(principal_name);
+  if (absl::Status names = CheckNames(req); !names.ok()) {
+    // Refused before the policy reads a name of unbounded size (and recorded without it).
+    Value refusal = Value::EmptyObject();
+    refusal.Set("principal", Value::String(principal_name));
+    refusal.Set("api", Value::String(input.api));
+    refusal.Set("admitted", Value::Bool(false));
+    refusal.Set("error_reason", Value::String("invalid_request"));
+    RecordRefusal(principal_name, request_id, refusal);
+    *headers = {{"x-gantry-request-id", request_id}};
+    return names;
+  }
 
   // The bundle's facts first: an omitted parameter is decided as the value the worker
   // will use, which depends on the bundle. An unknown model is reported after the
@@ -660,14 +776,32 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   auto reject = [&](const absl::Status& status) {
     admission.Set("admitted", Value::Bool(false));
     admission.Set("error_reason", Value::String(http::ErrorCodeOf(status)));
-    RecordEvent(request_id, "admission.decided", admission);
+    RecordRefusal(principal_name, request_id, admission);
     return status;
   };
+  if (decision.verdict == policy::Verdict::kDeny && decision.reason == "unknown_principal") {
+    return reject(ReasonError("unauthenticated", decision.message));
+  }
+  // Rates: every request of a known principal takes a place in its minute's window and
+  // a slot in flight here, refused later or not: a denial, an unknown model, a prompt
+  // too long for the context all spend the principal's rate (a refusal frees the slot;
+  // the place stays taken). A request over its rate is refused rate_limited just before
+  // its prompt is rendered; one refused by a cheaper check before that (malformed,
+  // denied, no such model, no tool protocol) is answered with that reason, as `policy
+  // explain` answers it.
+  auto call = std::unique_ptr<Call>(new Call());
+  Call::State& st = *call->s_;
+  absl::Status over_rate;
+  if (options_.budgets) {
+    auto began = options_.budgets->Begin(decision.principal, decision.budgets);
+    if (began.ok()) {
+      st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *began);
+    } else {
+      over_rate = began.status();
+    }
+  }
   if (!malformed.ok()) return reject(malformed);
   if (decision.verdict == policy::Verdict::kDeny) {
-    if (decision.reason == "unknown_principal") {
-      return reject(ReasonError("unauthenticated", decision.message));
-    }
     if (decision.reason == "invalid_request") {  // a malformed request, not a refusal
       return reject(ReasonError("invalid_request", decision.message));
     }
@@ -771,16 +905,8 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
         absl::StrCat("model '", req.model(), "' declares no tool protocol; send the request "
                      "without tools, or use a model whose bundle declares one")));
   }
-  // 6. Rates: a slot in flight and a place in the minute's window are taken before the
-  // prompt is rendered, so that the rates bound the work of rendering too (a refusal
-  // below still spent its place).
-  auto call = std::unique_ptr<Call>(new Call());
-  Call::State& st = *call->s_;
-  if (options_.budgets) {
-    auto began = options_.budgets->Begin(decision.principal, decision.budgets);
-    if (!began.ok()) return reject(began.status());
-    st.settlement = std::make_unique<BudgetSettlement>(options_.budgets, *began);
-  }
+  // 6. The rates, charged above.
+  if (!over_rate.ok()) return reject(over_rate);
   // 7. Render + count, no further than the context: a prompt longer than the context
   // is refused without tokenizing all of it.
   auto rendered = facts->entry->counter->Render(req, context_length);

@@ -3,14 +3,17 @@
 // authenticates (AuthenticateKey) and maps its request onto a v1::InferenceRequest,
 // then Admit runs the rest:
 //
+//     names          the model, tool and kwarg names bounded (1 MiB names filled the
+//                    ledger of a red team)                         invalid_request
 //     policy         Decide(); deny -> policy_denied naming the rule; clamp -> the
 //                    clamped values are used and the answer carries
 //                    x-gantry-policy-rule and x-gantry-policy-sha256
 //     model          the model's entry (counter, context, tool protocol)  model_not_found
 //     tools          tools sent to a bundle without a declared tool protocol
 //                                             tool_protocol_undeclared (before rendering)
-//     rates          concurrency, requests per minute (charged before rendering, so
-//                    they bound its cost too)                       rate_limited
+//     rates          concurrency, requests per minute: charged for every request
+//                    after the policy (denials too), refused here, before rendering
+//                                                                   rate_limited
 //     render+count   the model's chat template and tokenizer (PromptCounter), counted
 //                    no further than the context      template_render_failed /
 //                                                                 context_length_exceeded
@@ -69,7 +72,7 @@ struct GatewayOptions {
   // goes: a cancelled request's Terminal (which finishes its Call) may still be on its
   // way from the worker when the transports have stopped.
   broker::Broker* broker = nullptr;
-  EventRecorder* recorder = nullptr;  // optional; not owned
+  EventRecorder* recorder = nullptr;  // optional; not owned; must outlive the Gateway
   // How long a request's Terminal waits for its evidence to be durable; then the client
   // gets 503 evidence_unavailable instead (never a response whose evidence may be lost).
   int evidence_wait_ms = 5000;
@@ -87,6 +90,8 @@ struct GatewayOptions {
 class Gateway {
  public:
   explicit Gateway(GatewayOptions options);
+  // Records the refusals still counted (RecordRefusal).
+  ~Gateway();
   // Whether the router can take work now: OK, else evidence_unavailable (the ledger
   // writer cannot keep evidence: Admit refuses every request) or no_worker. /readyz and
   // the gRPC health service answer by it.
@@ -204,6 +209,22 @@ class Gateway {
   void RecordEvent(const std::string& stream_id, const std::string& type,
                    const json::Value& payload);
   void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
+  // A refusal's admission.decided: recorded as one event each, up to
+  // kRecordedRefusalsPerMinute of a principal in a minute; past that counted, by reason,
+  // and the count recorded as one admission.refusals_counted event (principal,
+  // refusals, error_reasons, since_unix_ms, until_unix_ms) when the minute is over (at
+  // the principal's next refusal) or the Gateway ends. A key cannot make the ledger
+  // grow faster than that by asking for what it may not have.
+  static constexpr int kRecordedRefusalsPerMinute = 60;
+  void RecordRefusal(const std::string& principal, const std::string& request_id,
+                     const json::Value& admission);
+  struct RefusalWindow {
+    int64_t since_us = 0;
+    int recorded = 0;
+    std::map<std::string, int64_t> counted;  // error_reason -> refusals not recorded
+  };
+  void RecordRefusalsCounted(const std::string& principal, const RefusalWindow& window,
+                             int64_t until_us);
   // Decides one worker event before the client may see it: a tool call by the policy
   // (held until the Terminal when allowed; dropped, and the request cancelled on its
   // worker, when denied), any output after a denied call dropped, and the Terminal
@@ -220,6 +241,8 @@ class Gateway {
   // Live admitted requests -> the principal that admitted each (CancelOwned).
   std::mutex live_mu_;
   std::map<std::string, std::string> live_owner_;
+  std::mutex refusals_mu_;
+  std::map<std::string, RefusalWindow> refusals_;  // by principal
 };
 
 }  // namespace gantry::router

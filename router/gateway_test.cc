@@ -13,8 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/sha256.h"
+#include "common/status.h"
 #include "gtest/gtest.h"
 #include "policy/policy_loader.h"
 #include "router/fake_worker_for_test.h"
@@ -654,6 +656,70 @@ TEST(GatewayLoopThread, AnswersWithoutBlockingOnlyForSmallNonStreamedBodies) {
   get.path = "/v1/models";
   get.body.clear();
   EXPECT_FALSE(HttpGateway::AnswersWithoutBlocking(get));
+}
+
+// Names a request carries are bounded before anything reads them: a 1 MiB model name
+// (or tool name) is refused 400 without being echoed, and its refusal is recorded
+// without it (a red team filled the ledger with such names).
+TEST_F(GatewayTest, OversizedNamesAreRefusedUnechoedAndUnrecorded) {
+  const std::string huge(1 << 20, 'm');
+  auto model = Post(Chat(huge));
+  EXPECT_EQ(model.status, 400) << model.body.substr(0, 300);
+  EXPECT_TRUE(absl::StrContains(model.body, R"("code":"invalid_request")"));
+  EXPECT_LT(model.body.size(), 1024u);
+  auto tool = Post(absl::StrCat(
+      R"({"model":"test-model","messages":[{"role":"user","content":"hi"}],)",
+      R"("tools":[{"type":"function","function":{"name":")", huge.substr(0, 65),
+      R"(","parameters":{"type":"object"}}}]})"));
+  EXPECT_EQ(tool.status, 400) << tool.body.substr(0, 300);
+  EXPECT_LT(tool.body.size(), 1024u);
+  for (const auto& e : recorder_.events()) EXPECT_LT(e[2].size(), 1024u) << e[1];
+  EXPECT_FALSE(EventPayload(model, "admission.decided").empty());
+  // Names within the bounds, with the characters model and tool names use, pass.
+  EXPECT_EQ(Post(Chat("Qwen/Qwen3-8B:q4_k_m")).status, 403);  // a name, not granted
+}
+
+// Refusals are recorded one event each up to 60 of a principal in a minute; the rest
+// are counted, and the count recorded once the minute is over.
+TEST_F(GatewayTest, RefusalsPastSixtyAMinuteAreRecordedAsACount) {
+  FakeClock clock(SystemClock().UnixMicros());
+  RecordingRecorder recorder;
+  GatewayOptions options;
+  options.policy = [this] { return snapshot_; };
+  options.broker = broker_.get();
+  options.recorder = &recorder;
+  options.clock = &clock;
+  auto gateway = std::make_unique<Gateway>(options);
+  auto refuse = [&] {
+    Gateway::ChatInput input;
+    input.api = "chat.completions";
+    input.request.set_model("other-model");  // not granted to dev
+    input.request.add_messages()->set_content("hi");
+    http::HeaderList headers;
+    auto call = gateway->Admit(snapshot_, "dev", std::move(input), &headers);
+    EXPECT_EQ(ReasonOf(call.status()), "policy_denied");
+  };
+  auto count = [&](const std::string& type) {
+    int n = 0;
+    for (const auto& e : recorder.events()) n += e[1] == type;
+    return n;
+  };
+  for (int i = 0; i < 100; ++i) refuse();
+  EXPECT_EQ(count("admission.decided"), 60);
+  EXPECT_EQ(count("admission.refusals_counted"), 0);
+  clock.Advance(61'000'000);
+  refuse();  // a new minute: the count of the last one first, then this one
+  EXPECT_EQ(count("admission.decided"), 61);
+  ASSERT_EQ(count("admission.refusals_counted"), 1);
+  for (const auto& e : recorder.events()) {
+    if (e[1] != "admission.refusals_counted") continue;
+    EXPECT_TRUE(absl::StrContains(e[2], R"("refusals":40)")) << e[2];
+    EXPECT_TRUE(absl::StrContains(e[2], R"("error_reasons":{"policy_denied":40})")) << e[2];
+    EXPECT_TRUE(absl::StrContains(e[2], R"("principal":"dev")")) << e[2];
+  }
+  for (int i = 0; i < 70; ++i) refuse();
+  gateway.reset();  // the count so far is recorded when the gateway ends
+  EXPECT_EQ(count("admission.refusals_counted"), 2);
 }
 
 TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {

@@ -272,7 +272,10 @@ class CallReactor final : public grpc::ServerGenericBidiReactor {
         return End(grpc::Status(grpc::StatusCode::CANCELLED,
                                 "request_timeout: the request message did not arrive in time"));
       }
-      if (Cancelled()) return End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      // (OnCancel may come after this read's end: the context knows first.)
+      if (Cancelled() || ctx_->IsCancelled()) {
+        return End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      }
       // The client half-closed without a request message.
       Refuse(ReasonError("invalid_request", "the call carried no request message"));
       return;

@@ -97,12 +97,15 @@ bool HttpGateway::AnswersWithoutBlocking(const http::HttpRequest& request) {
          request.body.find("\\u") == std::string::npos;
 }
 
-absl::Status HttpGateway::CheckHead(const http::HttpRequest& head) {
+absl::Status HttpGateway::CheckHead(const http::HttpRequest& head, std::string* body_key) {
   absl::Status refusal;
   if (head.method == "POST" &&
       (head.path == "/v1/chat/completions" || head.path == "/v1/responses")) {
     auto principal = gateway_->AuthenticateKey(*gateway_->policy(), head.Header("authorization"));
-    if (principal.ok()) return absl::OkStatus();
+    if (principal.ok()) {
+      *body_key = *principal;
+      return absl::OkStatus();
+    }
     refusal = principal.status();
   } else {
     // Every other route takes no body: one announced there is refused before it is

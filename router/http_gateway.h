@@ -54,8 +54,10 @@ class HttpGateway {
   // The HTTP server's on_headers hook (HttpServerOptions::on_headers), on its loop
   // thread: a chat or Responses request whose key is missing or unknown is refused
   // (401 unauthenticated, counted as Handle counts it) as soon as its header section is
-  // complete, so that its body is never read. Cheap: one SHA-256 of the key.
-  absl::Status CheckHead(const http::HttpRequest& head);
+  // complete, so that its body is never read. Cheap: one SHA-256 of the key. An
+  // authenticated request's body is read under its principal (`body_key`: the server
+  // caps the bodies read at once per key).
+  absl::Status CheckHead(const http::HttpRequest& head, std::string* body_key);
   // The text of /metrics: the HTTP counters, then the pipeline's (Gateway::MetricsText).
   std::string MetricsText() const;
 

@@ -86,8 +86,8 @@ absl::StatusOr<std::unique_ptr<InProcessRouterForTest>> InProcessRouterForTest::
   // As gantry-router does; a test may pass its own.
   if (!http_options.run_on_loop) http_options.run_on_loop = &HttpGateway::AnswersWithoutBlocking;
   if (!http_options.on_headers) {
-    http_options.on_headers = [r](const http::HttpRequest& head) {
-      return r->http_gateway_->CheckHead(head);
+    http_options.on_headers = [r](const http::HttpRequest& head, std::string* key) {
+      return r->http_gateway_->CheckHead(head, key);
     };
   }
   auto server = http::HttpServer::Start(

@@ -110,8 +110,8 @@ int main(int argc, char** argv) {
   http_options.run_on_loop = &router::HttpGateway::AnswersWithoutBlocking;
   // An unknown key is answered 401 once the headers are in, before the body is read.
   router::HttpGateway http_gateway(&gateway);
-  http_options.on_headers = [&http_gateway](const http::HttpRequest& head) {
-    return http_gateway.CheckHead(head);
+  http_options.on_headers = [&http_gateway](const http::HttpRequest& head, std::string* key) {
+    return http_gateway.CheckHead(head, key);
   };
   auto server = http::HttpServer::Start(
       http_options, [&http_gateway](http::HttpRequest request,

@@ -451,11 +451,79 @@ TEST(HttpLimits, ChunkedCostsAboutWhatContentLengthCosts) {
   EXPECT_LT(best_chunked, 3 * best_length + 0.02);
 }
 
+// Bodies being read are capped per key (the gateway's: the principal): one key that
+// trickles bodies over many connections (a red team: 4,096 of them from 5 addresses)
+// gets server_busy past the cap, before its body, while other keys are served; a place
+// comes back when a body is in or its connection closes.
+TEST(HttpLimits, BodiesReadAtOnceAreCappedPerKey) {
+  HttpServerOptions options;
+  options.max_bodies_per_key = 3;
+  options.on_headers = [](const HttpRequest& head, std::string* key) {
+    *key = std::string(head.Header("authorization"));
+    return absl::OkStatus();
+  };
+  std::atomic<int> handled{0};
+  auto server = StartEcho(options, &handled);
+  ASSERT_NE(server, nullptr);
+  auto head = [](const std::string& key) {
+    return absl::StrCat("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: ",
+                        key, "\r\nContent-Length: 5\r\n\r\n");
+  };
+  std::vector<TestHttpClient> held;
+  for (int i = 0; i < 3; ++i) {
+    auto c = TestHttpClient::Connect(server->port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->SendRaw(head("Bearer a")).ok());
+    held.push_back(std::move(*c));
+  }
+  auto refused_while_held = [&] {
+    auto c = TestHttpClient::Connect(server->port());
+    EXPECT_TRUE(c.ok());
+    EXPECT_TRUE(c->SendRaw(head("Bearer a")).ok());
+    auto r = c->ReadResponse(5000);  // no body byte was sent
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->status : 0;
+  };
+  EXPECT_EQ(refused_while_held(), 503);
+  auto other = TestHttpClient::Connect(server->port());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(other->SendRaw(head("Bearer b") + "hello").ok());
+  auto served = other->ReadResponse(5000);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->status, 200);
+  // One held body arrives, one held connection closes: two places come back.
+  ASSERT_TRUE(held[0].SendRaw("hello").ok());
+  auto first = held[0].ReadResponse(5000);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->status, 200);
+  held[1].Close();
+  const auto until = Clock::now() + std::chrono::seconds(5);  // held[0], held[2], other
+  while (server->connection_count() != 3 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server->connection_count(), 3u);
+  // Held now: held[2] and these two; a fourth is refused again.
+  std::vector<TestHttpClient> again;
+  for (int i = 0; i < 2; ++i) {
+    auto c = TestHttpClient::Connect(server->port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->SendRaw(head("Bearer a")).ok());
+    again.push_back(std::move(*c));
+  }
+  EXPECT_EQ(refused_while_held(), 503);
+  for (TestHttpClient& c : again) {
+    ASSERT_TRUE(c.SendRaw("hello").ok());
+    auto r = c.ReadResponse(5000);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
 // The on_headers hook refuses a request once its head is complete: the answer comes
 // before the client sends any of its body, and the handler never runs.
 TEST(HttpLimits, RefusedAtHeadersBeforeTheBody) {
   HttpServerOptions options;
-  options.on_headers = [](const HttpRequest& head) {
+  options.on_headers = [](const HttpRequest& head, std::string*) {
     if (head.Header("authorization") == "Bearer good") return absl::OkStatus();
     return ReasonError("unauthenticated", "unknown API key");
   };

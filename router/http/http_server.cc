@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -93,6 +94,7 @@ struct Conn {
   bool write_shut = false;
   int64_t drain_until_ms = 0;
   size_t drained_bytes = 0;
+  std::string body_key;  // (loop) the key whose body place the request holds; "" none
 
   std::mutex mu;
   uint64_t generation = 0;     // which request's response `response` describes
@@ -165,6 +167,8 @@ class HttpServer::Impl {
   void CheckDeadlines(const std::shared_ptr<Conn>& conn, int64_t now,
                       std::vector<std::shared_ptr<Conn>>* to_close);
   void Close(const std::shared_ptr<Conn>& conn);
+  // Gives back the body place a request holds (when its body is in, or it ends).
+  void ReleaseBodyPlace(Conn& conn);
   void UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write);
 
  public:
@@ -198,6 +202,7 @@ class HttpServer::Impl {
   // closed to make room, so connections that never send a whole head cannot keep a
   // new client out (found by a red team: 4 source addresses filled 4,096 slots).
   std::set<uint64_t> waiting_head_;
+  std::map<std::string, size_t> bodies_by_key_;  // (loop) requests past their head, by key
   std::atomic<uint64_t> evicted_{0};
   std::atomic<size_t> conn_count_{0};
   uint64_t next_id_ = 1;
@@ -687,7 +692,20 @@ size_t HttpServer::Impl::Consume(const std::shared_ptr<Conn>& conn, absl::string
         conn->head_done_ms = NowMs();
         waiting_head_.erase(conn->id);
         if (options_.on_headers) {
-          absl::Status verdict = options_.on_headers(parser.request());
+          std::string key;
+          absl::Status verdict = options_.on_headers(parser.request(), &key);
+          if (verdict.ok() && !key.empty()) {
+            size_t& reading = bodies_by_key_[key];
+            if (reading >= options_.max_bodies_per_key) {
+              verdict = ReasonError(
+                  "server_busy", absl::StrCat(reading, " requests of this key are sending "
+                                              "their bodies; at most ",
+                                              options_.max_bodies_per_key, " at once"));
+            } else {
+              ++reading;
+              conn->body_key = std::move(key);
+            }
+          }
           if (!verdict.ok()) {
             RefuseRequest(conn, verdict);
             return data.size();
@@ -701,6 +719,7 @@ size_t HttpServer::Impl::Consume(const std::shared_ptr<Conn>& conn, absl::string
         continue;
       }
       case RequestParser::Event::kComplete:
+        ReleaseBodyPlace(*conn);
         *ready = std::make_unique<HttpRequest>(parser.TakeRequest());
         return pos;
       case RequestParser::Event::kError:
@@ -710,8 +729,16 @@ size_t HttpServer::Impl::Consume(const std::shared_ptr<Conn>& conn, absl::string
   }
 }
 
+void HttpServer::Impl::ReleaseBodyPlace(Conn& conn) {
+  if (conn.body_key.empty()) return;
+  auto it = bodies_by_key_.find(conn.body_key);
+  if (it != bodies_by_key_.end() && --it->second == 0) bodies_by_key_.erase(it);
+  conn.body_key.clear();
+}
+
 void HttpServer::Impl::RefuseRequest(const std::shared_ptr<Conn>& conn,
                                      const absl::Status& status) {
+  ReleaseBodyPlace(*conn);
   conn->handling = true;
   conn->sent_continue = false;
   conn->draining = true;
@@ -851,6 +878,7 @@ void HttpServer::Impl::Close(const std::shared_ptr<Conn>& conn) {
   conn->fd = -1;
   conns_.erase(conn->id);
   waiting_head_.erase(conn->id);
+  ReleaseBodyPlace(*conn);
   auto peer = per_peer_.find(conn->peer);
   if (peer != per_peer_.end() && --peer->second == 0) per_peer_.erase(peer);
   conn_count_ = conns_.size();

@@ -37,7 +37,8 @@
 // and the connection closed. A keep-alive connection with no request under way closes
 // after `idle_timeout_ms`; a TLS connection still in its handshake after
 // `handshake_timeout_ms`. `on_headers` may refuse a request once its header section is
-// complete, before its body is read (the gateway answers an unknown key 401 there).
+// complete, before its body is read (the gateway answers an unknown key 401 there), and
+// caps the bodies read at once per key it names (`max_bodies_per_key`).
 // After refusing a request the server stops reading it: it answers, half-closes, and
 // discards what the client still sends for a moment (so that the answer is not lost to
 // a reset), then closes.
@@ -126,8 +127,12 @@ struct HttpServerOptions {
   // Optional. Called on the loop thread when a request's header section is complete
   // (`head` has everything but the body), before any body byte is read; a non-OK status
   // is answered at once (error_response.h) and the request's body is never read. Must
-  // be cheap and never block.
-  std::function<absl::Status(const HttpRequest& head)> on_headers;
+  // be cheap and never block. It may name the request's body key (the gateway: its
+  // principal): at most `max_bodies_per_key` requests of one key are read at once past
+  // their heads, and one more is refused 503 server_busy before its body, so that one
+  // key trickling bodies from many addresses cannot hold every connection.
+  std::function<absl::Status(const HttpRequest& head, std::string* body_key)> on_headers;
+  size_t max_bodies_per_key = 128;
 };
 
 class HttpServer {
