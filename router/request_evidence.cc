@@ -43,6 +43,13 @@ RequestEvidence::RequestEvidence(const v1::InferenceRequest& request,
                                  absl::string_view user_agent, int64_t received_unix_us)
     : record_(Value::EmptyObject()), received_us_(received_unix_us) {
   record_.Set("api", Value::String(std::string(api)));
+  // A client names itself in a few dozen bytes; the header may be 64 KiB.
+  constexpr size_t kMaxUserAgentBytes = 256;
+  if (user_agent.size() > kMaxUserAgentBytes) {
+    size_t n = kMaxUserAgentBytes;
+    while (n > 0 && (static_cast<unsigned char>(user_agent[n]) & 0xC0) == 0x80) --n;
+    user_agent = user_agent.substr(0, n);  // on a character boundary
+  }
   record_.Set("user_agent", Value::String(std::string(user_agent)));
   record_.Set("client", ClientOf(user_agent));
   record_.Set("received_unix_us", Value::Int(received_unix_us));

@@ -82,5 +82,20 @@ TEST(RequestEvidence, FirstTurnKeepsOnlyThePromptHashAndErrorsNameTheirReason) {
   EXPECT_EQ(r.Find("outcome")->as_string(), "worker_lost");
 }
 
+// The User-Agent is kept to 256 bytes, cut on a character boundary (the header may be
+// 64 KiB, and the record is written for every admitted request).
+TEST(RequestEvidence, AUserAgentIsKeptToItsFirst256Bytes) {
+  v1::InferenceRequest req;
+  req.set_model("m");
+  const std::string agent = "Client/1.0 " + std::string(244, 'x') + "\xC3\xA9" + "tail";
+  ASSERT_EQ(agent.substr(0, 256).back(), '\xC3');  // the cut falls inside the é
+  RequestEvidence evidence(req, {3, "cd", "<p>"}, "chat.completions", agent, 0);
+  v1::Terminal done;
+  done.set_finish_reason(v1::FINISH_STOP);
+  json::Value r = evidence.Finish(done, "", 10);
+  EXPECT_EQ(r.Find("user_agent")->as_string(), agent.substr(0, 255));
+  EXPECT_EQ(r.Find("client")->Find("name")->as_string(), "Client");
+}
+
 }  // namespace
 }  // namespace gantry::router
