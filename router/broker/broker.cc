@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "common/zmq_io.h"
 #include "router/broker/broker_impl.h"
+#include "router/broker/worker_entry_state.h"
 
 namespace gantry::broker {
 
@@ -282,8 +283,8 @@ void Broker::Impl::SendTo(std::string identity, const wire::WorkerMessage& messa
   std::vector<std::string> frames = wire::EncodeFrames(message);
   frames.insert(frames.begin(), identity);
   absl::Status status = SendFrames(socket_, frames);
-  if (!status.ok() && workers_.count(identity)) {
-    Expire(identity, absl::StrCat("send failed: ", status.message()));
+  if (!status.ok()) {
+    Lose(identity, WorkerInput::kSendFailed, absl::StrCat("send failed: ", status.message()));
   }
 }
 
@@ -300,76 +301,110 @@ void Broker::Impl::HandleMessage(std::vector<std::string> frames, const std::str
   std::string identity = std::move(frames.front());
   frames.erase(frames.begin());
   auto it = workers_.find(identity);
-  bool live = it != workers_.end();
+  const WorkerEntryState state = it != workers_.end() ? WorkerEntryState::kLive
+                                                      : WorkerEntryState::kUnknown;
+  // Classify what arrived, then do what the table says (worker_entry_state.h).
   auto decoded = wire::DecodeFrames(frames, wire::Direction::kWorkerToRouter);
-  if (!decoded.ok()) {
-    if (live) {
-      DropFrame("broker.frame_dropped", identity, decoded.status().message());
+  WorkerInput input = WorkerInput::kMalformed;
+  ReadyVerdict verdict;
+  const v1::Ready* ready = nullptr;
+  if (decoded.ok()) {
+    wire::WorkerMessage& message = *decoded;
+    if ((ready = std::get_if<v1::Ready>(&message)) != nullptr) {
+      verdict = ClassifyReady(*ready, user_id);
+      input = verdict.input;
+    } else if (state == WorkerEntryState::kLive && user_id != it->second.user_id) {
+      input = WorkerInput::kUnderAnotherKey;
+    } else if (std::holds_alternative<v1::Heartbeat>(message)) {
+      input = WorkerInput::kHeartbeat;
+    } else if (std::holds_alternative<v1::Disconnect>(message)) {
+      input = WorkerInput::kDisconnect;
     } else {
-      ++stats_.dropped_frames;
-      Log(LogLevel::kWarning, "broker.unknown_peer_rejected",
-          {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
-           {"why", std::string(decoded.status().message())}});
-      SendDisconnect(identity, decoded.status().message());
+      input = WorkerInput::kPartialOrFinal;  // the only other worker-to-router commands
     }
-    return;
   }
-  wire::WorkerMessage& message = *decoded;
-  if (auto* ready = std::get_if<v1::Ready>(&message)) {
-    if (live) {
+  const WorkerStep step = NextWorkerStep(state, input);
+  switch (step.action) {
+    case WorkerAction::kRegister:
+      Register(identity, *ready, user_id);
+      return;
+    case WorkerAction::kRefuseReady:
+      RefuseReady(identity, *ready, user_id, verdict.code, verdict.why);
+      return;
+    case WorkerAction::kDisconnect: {
+      ++stats_.dropped_frames;
+      if (!decoded.ok()) {
+        Log(LogLevel::kWarning, "broker.unknown_peer_rejected",
+            {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
+             {"why", std::string(decoded.status().message())}});
+        SendDisconnect(identity, decoded.status().message());
+        return;
+      }
+      int64_t count = 0;
+      if (ThrottledLog(absl::StrCat("unknown|", user_id), &count)) {
+        Log(LogLevel::kInfo, "broker.unknown_peer_rejected",
+            {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
+             {"key_fingerprint", user_id.empty() ? "none" : user_id},
+             {"command", wire::CommandName(wire::CommandOf(*decoded))},
+             {"messages", absl::StrCat(count)}});
+      }
+      SendDisconnect(identity, "not registered: send READY first");
+      return;
+    }
+    case WorkerAction::kIgnore:
+      return;
+    case WorkerAction::kDrop:
+      DropFrame("broker.frame_dropped", identity, decoded.status().message());
+      return;
+    case WorkerAction::kHandle: {
+      Worker& worker = it->second;
+      worker.last_seen_us = options_.clock->MonotonicMicros();
+      if (auto* hb = std::get_if<v1::Heartbeat>(&*decoded)) {
+        OnHeartbeat(worker, *hb);
+      } else if (auto* partial = std::get_if<v1::Partial>(&*decoded)) {
+        OnPartial(worker, *partial);
+      } else if (auto* final_message = std::get_if<v1::Final>(&*decoded)) {
+        OnFinal(worker, *final_message);
+      }
+      return;
+    }
+    case WorkerAction::kExpire:
+      Expire(identity, "DISCONNECT received");
+      return;
+    case WorkerAction::kExpireDisconnect:
       Log(LogLevel::kWarning, "broker.ready_again",
           {{"identity", Printable(identity)}, {"state", "LIVE"}, {"next", "EXPIRED"}});
       Expire(identity, "READY from a LIVE worker");
       SendDisconnect(identity, "READY received from a LIVE worker");
       return;
+    case WorkerAction::kExpireRefuse: {
+      // A peer may choose its routing id: once the connection that sent READY is gone,
+      // another may take the same id. Under another key it is not this worker: nothing
+      // it says is believed, and nothing more is sent to this identity (found by a red
+      // team: an allowed key for another model squatted a dead worker's id, received
+      // its prompts and answered them).
+      const Worker& worker = it->second;
+      ++stats_.dropped_frames;
+      int64_t count = 0;
+      if (ThrottledLog(absl::StrCat(kWorkerNotAllowed, "|mismatch|", user_id), &count)) {
+        Log(LogLevel::kWarning, "broker.worker_key_mismatch",
+            {{"code", kWorkerNotAllowed}, {"identity", Printable(identity)},
+             {"worker_id", worker.worker_id},
+             {"registered_key", worker.user_id.empty() ? "none" : worker.user_id},
+             {"key_fingerprint", user_id.empty() ? "none" : user_id},
+             {"messages", absl::StrCat(count)}});
+      }
+      Expire(identity, "a message under another key than its READY's");
+      SendRefusal(identity, kWorkerNotAllowed, "this identity is registered under another key");
+      return;
     }
-    OnReady(identity, *ready, user_id);
-    return;
   }
-  if (!live) {
-    if (std::holds_alternative<v1::Disconnect>(message)) return;
-    ++stats_.dropped_frames;
-    int64_t count = 0;
-    if (ThrottledLog(absl::StrCat("unknown|", user_id), &count)) {
-      Log(LogLevel::kInfo, "broker.unknown_peer_rejected",
-          {{"identity", Printable(identity)}, {"state", "UNKNOWN"},
-           {"key_fingerprint", user_id.empty() ? "none" : user_id},
-           {"command", wire::CommandName(wire::CommandOf(message))},
-           {"messages", absl::StrCat(count)}});
-    }
-    SendDisconnect(identity, "not registered: send READY first");
-    return;
-  }
-  Worker& worker = it->second;
-  if (user_id != worker.user_id) {
-    // A peer may choose its routing id: once the connection that sent READY is gone,
-    // another may take the same id. Under another key it is not this worker: nothing
-    // it says is believed, and nothing more is sent to this identity (found by a red
-    // team: an allowed key for another model squatted a dead worker's id, received its
-    // prompts and answered them).
-    ++stats_.dropped_frames;
-    int64_t count = 0;
-    if (ThrottledLog(absl::StrCat(kWorkerNotAllowed, "|mismatch|", user_id), &count)) {
-      Log(LogLevel::kWarning, "broker.worker_key_mismatch",
-          {{"code", kWorkerNotAllowed}, {"identity", Printable(identity)},
-           {"worker_id", worker.worker_id},
-           {"registered_key", worker.user_id.empty() ? "none" : worker.user_id},
-           {"key_fingerprint", user_id.empty() ? "none" : user_id},
-           {"messages", absl::StrCat(count)}});
-    }
-    Expire(identity, "a message under another key than its READY's");
-    SendRefusal(identity, kWorkerNotAllowed, "this identity is registered under another key");
-    return;
-  }
-  worker.last_seen_us = options_.clock->MonotonicMicros();
-  if (auto* hb = std::get_if<v1::Heartbeat>(&message)) {
-    OnHeartbeat(worker, *hb);
-  } else if (auto* partial = std::get_if<v1::Partial>(&message)) {
-    OnPartial(worker, *partial);
-  } else if (auto* final_message = std::get_if<v1::Final>(&message)) {
-    OnFinal(worker, *final_message);
-  } else if (std::holds_alternative<v1::Disconnect>(message)) {
-    Expire(identity, "DISCONNECT received");
+}
+
+void Broker::Impl::Lose(const std::string& identity, WorkerInput why_input, absl::string_view why) {
+  if (!workers_.count(identity)) return;
+  if (NextWorkerStep(WorkerEntryState::kLive, why_input).action == WorkerAction::kExpire) {
+    Expire(identity, why);
   }
 }
 
@@ -554,7 +589,8 @@ void Broker::Impl::Tick() {
     if (now - worker.last_seen_us >= interval_us * options_.liveness) silent.push_back(identity);
   }
   for (const auto& identity : silent) {
-    Expire(identity, absl::StrCat("silent for ", options_.liveness, " heartbeat intervals"));
+    Lose(identity, WorkerInput::kSilent,
+         absl::StrCat("silent for ", options_.liveness, " heartbeat intervals"));
   }
   // Our heartbeats.
   if (now - last_heartbeat_sent_us_ >= interval_us) {
@@ -649,7 +685,7 @@ void Broker::Impl::Dispatch() {
           owner_.erase(id);
           --stats_.dispatched;
           queue.push_front(std::move(node.mapped().pending));
-          Expire(identity, absl::StrCat("send failed: ", sent.message()));
+          Lose(identity, WorkerInput::kSendFailed, absl::StrCat("send failed: ", sent.message()));
         }
       }
     }

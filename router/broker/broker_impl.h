@@ -23,6 +23,7 @@
 #include "proto/worker_frames.h"
 #include "router/broker/broker.h"
 #include "router/broker/worker_auth.h"
+#include "router/broker/worker_entry_state.h"
 
 namespace gantry::broker {
 namespace internal {
@@ -97,7 +98,17 @@ class Broker::Impl {
   bool ThrottledLog(const std::string& key, int64_t* since);
   // DISCONNECT with a registration refusal (`code`: worker_not_allowed, ...).
   void SendRefusal(const std::string& identity, absl::string_view code, absl::string_view why);
-  void OnReady(const std::string& identity, const v1::Ready& ready, const std::string& user_id);
+  // What a READY is (worker_entry_state.h's input), with the refusal's code and why.
+  struct ReadyVerdict {
+    WorkerInput input = WorkerInput::kMalformed;
+    std::string code;
+    std::string why;
+  };
+  ReadyVerdict ClassifyReady(const v1::Ready& ready, const std::string& user_id) const;
+  // UNKNOWN -> LIVE.
+  void Register(const std::string& identity, const v1::Ready& ready, const std::string& user_id);
+  // A LIVE worker lost (silent, unreachable): EXPIRED, as the table says.
+  void Lose(const std::string& identity, WorkerInput why_input, absl::string_view why);
   // Refuses a READY: logs `broker.ready_refused` with `code`, counts it, and answers
   // DISCONNECT with that code. The sender stays UNKNOWN.
   void RefuseReady(const std::string& identity, const v1::Ready& ready,

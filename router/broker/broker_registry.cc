@@ -115,28 +115,25 @@ bool Broker::Impl::ThrottledLog(const std::string& key, int64_t* since) {
   return true;
 }
 
-void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
-                           const std::string& user_id) {
+Broker::Impl::ReadyVerdict Broker::Impl::ClassifyReady(const v1::Ready& ready,
+                                                       const std::string& user_id) const {
   // READY is a claim: bounded, checked against the key's grant, and never allowed to
   // displace a LIVE worker.
   if (std::string why = ReadyOutOfBounds(ready); !why.empty()) {
-    RefuseReady(identity, ready, user_id, "protocol_error",
-                absl::StrCat("READY out of bounds: ", why));
-    return;
+    return {WorkerInput::kReadyOutOfBounds, "protocol_error",
+            absl::StrCat("READY out of bounds: ", why)};
   }
   if (auth_) {
     const WorkerGrant* grant = auth_->GrantFor(user_id);
     if (grant == nullptr) {
-      RefuseReady(identity, ready, user_id, kWorkerNotAllowed,
-                  "the connection's key is not in the worker allow-list");
-      return;
+      return {WorkerInput::kReadyNotAllowed, kWorkerNotAllowed,
+              "the connection's key is not in the worker allow-list"};
     }
     if (!GrantPermits(*grant, ready.bundle().model(), ready.bundle().identity_sha256())) {
-      RefuseReady(identity, ready, user_id, kWorkerNotAllowed,
-                  absl::StrCat("the worker allow-list does not let this key serve model '",
-                               ready.bundle().model().substr(0, 128), "' with bundle ",
-                               ready.bundle().identity_sha256()));
-      return;
+      return {WorkerInput::kReadyNotAllowed, kWorkerNotAllowed,
+              absl::StrCat("the worker allow-list does not let this key serve model '",
+                           ready.bundle().model().substr(0, 128), "' with bundle ",
+                           ready.bundle().identity_sha256())};
     }
   }
   for (const auto& [other_identity, other] : workers_) {
@@ -146,12 +143,15 @@ void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
     if (other.worker_id != ready.worker_id() || other.user_id != user_id) continue;
     // A worker that reconnects (a new socket, a new identity) is admitted once its old
     // registration has expired: within `liveness` heartbeat intervals.
-    RefuseReady(identity, ready, user_id, kWorkerIdTaken,
-                absl::StrCat("worker_id '", ready.worker_id(),
-                             "' is held by a LIVE worker (identity ", Printable(other_identity),
-                             ")"));
-    return;
+    return {WorkerInput::kReadyIdTaken, kWorkerIdTaken,
+            absl::StrCat("worker_id '", ready.worker_id(),
+                         "' is held by a LIVE worker (identity ", Printable(other_identity), ")")};
   }
+  return {WorkerInput::kReadyPermitted, "", ""};
+}
+
+void Broker::Impl::Register(const std::string& identity, const v1::Ready& ready,
+                            const std::string& user_id) {
   Worker worker;
   worker.identity = identity;
   worker.worker_id = ready.worker_id();
@@ -164,7 +164,9 @@ void Broker::Impl::OnReady(const std::string& identity, const v1::Ready& ready,
   RefreshBundles();
   Log(LogLevel::kInfo, "broker.worker_state",
       {{"worker_id", ready.worker_id()}, {"identity", Printable(identity)},
-       {"from", "UNKNOWN"}, {"state", "LIVE"}, {"model", ready.bundle().model()},
+       {"from", std::string(WorkerEntryStateName(WorkerEntryState::kUnknown))},
+       {"state", std::string(WorkerEntryStateName(WorkerEntryState::kLive))},
+       {"model", ready.bundle().model()},
        {"bundle", ready.bundle().identity_sha256()},
        {"slots", absl::StrCat(ready.slots())}});
 }
@@ -217,8 +219,10 @@ void Broker::Impl::Expire(std::string identity, absl::string_view why) {
   RefreshBundles();
   ++stats_.workers_expired;
   Log(LogLevel::kWarning, "broker.worker_state",
-      {{"worker_id", worker.worker_id}, {"identity", Printable(identity)}, {"from", "LIVE"},
-       {"state", "EXPIRED"}, {"why", std::string(why)},
+      {{"worker_id", worker.worker_id}, {"identity", Printable(identity)},
+       {"from", std::string(WorkerEntryStateName(WorkerEntryState::kLive))},
+       {"state", std::string(WorkerEntryStateName(WorkerEntryState::kExpired))},
+       {"why", std::string(why)},
        {"in_flight", absl::StrCat(worker.in_flight.size())}});
   for (auto& [id, flight] : worker.in_flight) {
     owner_.erase(id);
