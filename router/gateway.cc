@@ -7,7 +7,6 @@
 #include <deque>
 #include <mutex>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -20,6 +19,7 @@
 #include "common/status.h"
 #include "policy/policy_decide.h"
 #include "router/http/error_response.h"
+#include "router/request_names.h"
 #include "router/openai/chat_response.h"
 #include "router/sentence_chunker.h"
 #include "tokenizer-svc/conversation/prompt.h"
@@ -157,53 +157,32 @@ std::string Canonical(const Value& v) {
 Gateway::Gateway(GatewayOptions options) : options_(std::move(options)) {}
 
 Gateway::~Gateway() {
-  std::lock_guard<std::mutex> lock(refusals_mu_);
-  const int64_t now_us = options_.clock->UnixMicros();
-  for (const auto& [principal, window] : refusals_) {
-    RecordRefusalsCounted(principal, window, now_us);
+  for (const RefusalSampler::Counted& counted : refusals_.TakeAll(options_.clock->UnixMicros())) {
+    RecordRefusalsCounted(counted);
   }
 }
 
 void Gateway::RecordRefusal(const std::string& principal, const std::string& request_id,
                             const json::Value& admission) {
-  constexpr int64_t kMinuteUs = 60'000'000;
-  const int64_t now_us = options_.clock->UnixMicros();
-  bool record = false;
-  {
-    std::lock_guard<std::mutex> lock(refusals_mu_);
-    RefusalWindow& window = refusals_[principal];
-    if (now_us - window.since_us >= kMinuteUs) {
-      RecordRefusalsCounted(principal, window, now_us);
-      window = RefusalWindow();
-      window.since_us = now_us;
-    }
-    if (window.recorded < kRecordedRefusalsPerMinute) {
-      ++window.recorded;
-      record = true;
-    } else {
-      const json::Value* reason = admission.Find("error_reason");
-      ++window.counted[reason != nullptr && reason->is_string() ? reason->as_string() : ""];
-    }
-  }
+  const json::Value* reason = admission.Find("error_reason");
+  std::optional<RefusalSampler::Counted> ended;
+  const bool record = refusals_.Take(
+      principal, reason != nullptr && reason->is_string() ? reason->as_string() : "",
+      options_.clock->UnixMicros(), &ended);
+  if (ended) RecordRefusalsCounted(*ended);
   if (record) RecordEvent(request_id, "admission.decided", admission);
 }
 
-void Gateway::RecordRefusalsCounted(const std::string& principal, const RefusalWindow& window,
-                                    int64_t until_us) {
-  if (window.counted.empty()) return;
+void Gateway::RecordRefusalsCounted(const RefusalSampler::Counted& counted) {
   Value reasons = Value::EmptyObject();
-  int64_t total = 0;
-  for (const auto& [reason, n] : window.counted) {
-    reasons.Set(reason, Value::Int(n));
-    total += n;
-  }
-  Value counted = Value::EmptyObject();
-  counted.Set("principal", Value::String(principal));
-  counted.Set("refusals", Value::Int(total));
-  counted.Set("error_reasons", std::move(reasons));
-  counted.Set("since_unix_ms", Value::Int(window.since_us / 1000));
-  counted.Set("until_unix_ms", Value::Int(until_us / 1000));
-  RecordEvent(NewId("refusals"), "admission.refusals_counted", counted);
+  for (const auto& [reason, n] : counted.reasons) reasons.Set(reason, Value::Int(n));
+  Value event = Value::EmptyObject();
+  event.Set("principal", Value::String(counted.principal));
+  event.Set("refusals", Value::Int(counted.total));
+  event.Set("error_reasons", std::move(reasons));
+  event.Set("since_unix_ms", Value::Int(counted.since_us / 1000));
+  event.Set("until_unix_ms", Value::Int(counted.until_us / 1000));
+  RecordEvent(NewId("refusals"), "admission.refusals_counted", event);
 }
 
 std::string Gateway::MetricsText() const {
@@ -249,60 +228,6 @@ void Gateway::RecordEvent(const std::string& stream_id, const std::string& type,
 }
 
 namespace {
-
-// Bounds on the names a request carries, checked before anything reads them: they are
-// recorded with every decision (refusals included) and named in error messages, so a
-// client must not choose their size.
-constexpr size_t kMaxModelNameBytes = 256;
-constexpr size_t kMaxToolNameBytes = 64;  // OpenAI's limit for function names
-constexpr int kMaxTools = 256;
-constexpr size_t kMaxKwargNameBytes = 64;
-constexpr int kMaxKwargs = 32;
-constexpr size_t kMaxEffortBytes = 16;
-
-bool IsNameChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-         c == '.' || c == ':' || c == '/';
-}
-bool IsName(absl::string_view name, size_t max_bytes) {
-  if (name.empty() || name.size() > max_bytes) return false;
-  for (char c : name) {
-    if (!IsNameChar(c)) return false;
-  }
-  return true;
-}
-
-// invalid_request naming what is wrong, never echoing it.
-absl::Status CheckNames(const v1::InferenceRequest& req) {
-  auto bad = [](absl::string_view what, absl::string_view value, size_t max_bytes) {
-    return ReasonError("invalid_request",
-                       absl::StrCat(what, " must be 1 to ", max_bytes,
-                                    " bytes of letters, digits and _ - . : / (it has ",
-                                    value.size(), " bytes)"));
-  };
-  if (!IsName(req.model(), kMaxModelNameBytes)) return bad("model", req.model(), kMaxModelNameBytes);
-  if (req.tools_size() > kMaxTools) {
-    return ReasonError("invalid_request", absl::StrCat("at most ", kMaxTools, " tools (",
-                                                       req.tools_size(), " sent)"));
-  }
-  for (const v1::ToolDefinition& tool : req.tools()) {
-    if (!IsName(tool.name(), kMaxToolNameBytes)) return bad("a tool name", tool.name(), kMaxToolNameBytes);
-  }
-  if (!req.tool_choice_name().empty() && !IsName(req.tool_choice_name(), kMaxToolNameBytes)) {
-    return bad("tool_choice's name", req.tool_choice_name(), kMaxToolNameBytes);
-  }
-  if (req.template_kwargs_json_size() > kMaxKwargs) {
-    return ReasonError("invalid_request", absl::StrCat("at most ", kMaxKwargs,
-                                                       " chat_template_kwargs"));
-  }
-  for (const auto& [key, value] : req.template_kwargs_json()) {
-    if (!IsName(key, kMaxKwargNameBytes)) return bad("a chat_template_kwargs key", key, kMaxKwargNameBytes);
-  }
-  if (req.reasoning_effort().size() > kMaxEffortBytes) {
-    return bad("reasoning_effort", req.reasoning_effort(), kMaxEffortBytes);
-  }
-  return absl::OkStatus();
-}
 
 // The principal of a presented key, or an unauthenticated error.
 absl::StatusOr<const policy::Principal*> Authenticate(const policy::Snapshot& snapshot,
@@ -702,7 +627,7 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   const std::string request_id = NewId("req");
   req.set_request_id(request_id);
   req.set_principal(principal_name);
-  if (absl::Status names = CheckNames(req); !names.ok()) {
+  if (absl::Status names = CheckRequestNames(req); !names.ok()) {
     // Refused before the policy reads a name of unbounded size (and recorded without it).
     Value refusal = Value::EmptyObject();
     refusal.Set("principal", Value::String(principal_name));

@@ -57,6 +57,7 @@
 #include "router/broker/broker.h"
 #include "router/budget/budget_tracker.h"
 #include "router/event_recorder.h"
+#include "router/refusal_sampler.h"
 #include "router/http/http_server.h"
 #include "router/metrics.h"
 #include "router/model_catalog.h"
@@ -209,22 +210,15 @@ class Gateway {
   void RecordEvent(const std::string& stream_id, const std::string& type,
                    const json::Value& payload);
   void RecordOutcome(Call::State& call, const v1::Terminal& terminal, int64_t now_us);
-  // A refusal's admission.decided: recorded as one event each, up to
-  // kRecordedRefusalsPerMinute of a principal in a minute; past that counted, by reason,
-  // and the count recorded as one admission.refusals_counted event (principal,
-  // refusals, error_reasons, since_unix_ms, until_unix_ms) when the minute is over (at
-  // the principal's next refusal) or the Gateway ends. A key cannot make the ledger
-  // grow faster than that by asking for what it may not have.
+  // A refusal's admission.decided, one event each up to kRecordedRefusalsPerMinute of a
+  // principal in a minute; past that counted, and the count recorded as one
+  // admission.refusals_counted event (principal, refusals, error_reasons,
+  // since_unix_ms, until_unix_ms) when the minute is over or the Gateway ends
+  // (refusal_sampler.h).
   static constexpr int kRecordedRefusalsPerMinute = 60;
   void RecordRefusal(const std::string& principal, const std::string& request_id,
                      const json::Value& admission);
-  struct RefusalWindow {
-    int64_t since_us = 0;
-    int recorded = 0;
-    std::map<std::string, int64_t> counted;  // error_reason -> refusals not recorded
-  };
-  void RecordRefusalsCounted(const std::string& principal, const RefusalWindow& window,
-                             int64_t until_us);
+  void RecordRefusalsCounted(const RefusalSampler::Counted& counted);
   // Decides one worker event before the client may see it: a tool call by the policy
   // (held until the Terminal when allowed; dropped, and the request cancelled on its
   // worker, when denied), any output after a denied call dropped, and the Terminal
@@ -241,8 +235,7 @@ class Gateway {
   // Live admitted requests -> the principal that admitted each (CancelOwned).
   std::mutex live_mu_;
   std::map<std::string, std::string> live_owner_;
-  std::mutex refusals_mu_;
-  std::map<std::string, RefusalWindow> refusals_;  // by principal
+  RefusalSampler refusals_{kRecordedRefusalsPerMinute};
 };
 
 }  // namespace gantry::router
