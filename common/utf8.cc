@@ -138,4 +138,11 @@ void AppendJsonString(absl::string_view text, std::string* out, bool ensure_asci
   out->push_back('"');
 }
 
+absl::string_view Utf8Prefix(absl::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 }  // namespace gantry

@@ -34,6 +34,11 @@ std::string SanitizeUtf8(absl::string_view bytes);
 // json.dumps does by default.
 void AppendJsonString(absl::string_view text, std::string* out, bool ensure_ascii = false);
 
+// The longest prefix of `s` of at most `max_bytes` that does not end inside a UTF-8
+// sequence (it backs over continuation bytes only): for keeping the start of a text
+// from outside within a bound.
+absl::string_view Utf8Prefix(absl::string_view s, size_t max_bytes);
+
 // Appends the UTF-8 encoding of `code_point`. Precondition: a Unicode scalar value.
 void AppendUtf8(uint32_t code_point, std::string* out);
 

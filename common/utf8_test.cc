@@ -17,5 +17,15 @@ TEST(Utf8Test, SanitizeKeepsValidTextAndReplacesEachInvalidByte) {
   EXPECT_TRUE(IsValidUtf8(SanitizeUtf8(std::string("\xFF\xFE\x00x", 4))));
 }
 
+TEST(Utf8Test, PrefixNeverEndsInsideACharacter) {
+  EXPECT_EQ(Utf8Prefix("short", 10), "short");
+  EXPECT_EQ(Utf8Prefix("abcdef", 3), "abc");
+  EXPECT_EQ(Utf8Prefix("ab\xC3\xA9z", 3), "ab");          // the cut fell inside the é
+  EXPECT_EQ(Utf8Prefix("ab\xC3\xA9z", 4), "ab\xC3\xA9");
+  EXPECT_EQ(Utf8Prefix("\xF0\x9F\x99\x82", 2), "");
+  EXPECT_TRUE(IsValidUtf8(Utf8Prefix("a\xE4\xB8\xAD\xE6\x96\x87", 5)));
+}
+
 }  // namespace
+
 }  // namespace gantry

@@ -282,5 +282,28 @@ TEST_F(BudgetSettlementTest, DenialsSpendTheRate) {
   EXPECT_TRUE(worker_->requests().empty());
 }
 
+// So does a request refused for its names, before the policy reads them (a red team
+// sent 37,355 of them in 10 s on a key of 10 a minute).
+TEST_F(BudgetSettlementTest, RequestsRefusedForTheirNamesSpendTheRate) {
+  Start({FakeStep::Finish(v1::FINISH_STOP)}, 0,
+        OneUserPolicyForTest("  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
+                             "requests_per_minute: 2, concurrent_requests: 10}\n"));
+  const std::string bad_name = absl::StrCat(R"({"model":")", std::string(300, 'm'),
+                                            R"(","messages":[{"role":"user","content":"hi"}]})");
+  for (int i = 0; i < 2; ++i) {
+    auto response = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions",
+                                                    bad_name, "k-dev");
+    ASSERT_TRUE(response.ok());
+    EXPECT_EQ(response->status, 400) << response->body;
+  }
+  auto allowed = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions", kWhole,
+                                                 "k-dev");
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_EQ(allowed->status, 429) << allowed->body;
+  EXPECT_TRUE(absl::StrContains(allowed->body, R"("code":"rate_limited")")) << allowed->body;
+  EXPECT_EQ(Usage().in_flight, 0);
+  EXPECT_TRUE(worker_->requests().empty());
+}
+
 }  // namespace
 }  // namespace gantry::router

@@ -628,7 +628,18 @@ absl::StatusOr<std::unique_ptr<Gateway::Call>> Gateway::Admit(
   req.set_request_id(request_id);
   req.set_principal(principal_name);
   if (absl::Status names = CheckRequestNames(req); !names.ok()) {
-    // Refused before the policy reads a name of unbounded size (and recorded without it).
+    // Refused before the policy reads a name of unbounded size (and recorded without
+    // it). It still spends the principal's rate, as every refusal does below (the
+    // principal's budgets come with any decision, here one that names nothing).
+    if (options_.budgets) {
+      policy::PolicyRequest who;
+      who.principal = principal_name;
+      const policy::Decision d = policy::Decide(*snapshot, who);
+      if (!d.principal.empty()) {
+        auto began = options_.budgets->Begin(d.principal, d.budgets);
+        if (began.ok()) options_.budgets->Settle(*began, 0);  // the place stays taken
+      }
+    }
     Value refusal = Value::EmptyObject();
     refusal.Set("principal", Value::String(principal_name));
     refusal.Set("api", Value::String(input.api));

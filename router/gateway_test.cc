@@ -673,6 +673,20 @@ TEST_F(GatewayTest, OversizedNamesAreRefusedUnechoedAndUnrecorded) {
       R"(","parameters":{"type":"object"}}}]})"));
   EXPECT_EQ(tool.status, 400) << tool.body.substr(0, 300);
   EXPECT_LT(tool.body.size(), 1024u);
+  // Parse errors quote what they refuse in at most 64 bytes.
+  auto role = Post(absl::StrCat(R"({"model":"test-model","messages":[{"role":")", huge,
+                                R"(","content":"hi"}]})"));
+  EXPECT_EQ(role.status, 400) << role.body.substr(0, 300);
+  EXPECT_LT(role.body.size(), 1024u);
+  EXPECT_TRUE(absl::StrContains(role.body, "(1048576 bytes)")) << role.body;
+  // A tool_call_id (recorded in the evidence of admitted requests) is bounded too.
+  auto id = Post(absl::StrCat(
+      R"({"model":"test-model","messages":[{"role":"user","content":"hi"},)",
+      R"({"role":"assistant","content":null,"tool_calls":[{"id":")", huge.substr(0, 300),
+      R"(","type":"function","function":{"name":"read_file","arguments":"{}"}}]},)",
+      R"({"role":"tool","tool_call_id":")", huge.substr(0, 300), R"(","content":"x"}]})"));
+  EXPECT_EQ(id.status, 400) << id.body.substr(0, 300);
+  EXPECT_LT(id.body.size(), 1024u);
   for (const auto& e : recorder_.events()) EXPECT_LT(e[2].size(), 1024u) << e[1];
   EXPECT_FALSE(EventPayload(model, "admission.decided").empty());
   // Names within the bounds, with the characters model and tool names use, pass.

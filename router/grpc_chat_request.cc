@@ -99,7 +99,7 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
       return Invalid(at + ".name", "must be 1-64 of a-z, A-Z, 0-9, _ . -");
     }
     if (!names.insert(tool->name()).second) {
-      return Invalid(at + ".name", absl::StrCat("duplicate tool '", tool->name(), "'"));
+      return Invalid(at + ".name", absl::StrCat("duplicate tool ", openai::Quoted(tool->name())));
     }
     if (auto s = CheckText(tool->description(), at + ".description"); !s.ok()) return s;
     if (!tool->parameters_json().empty()) {
@@ -137,7 +137,7 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
     return Invalid("request.reasoning_effort", "must be \"\", low, medium or high");
   }
   for (auto& [key, value] : *req.mutable_template_kwargs_json()) {
-    const std::string at = absl::StrCat("request.template_kwargs_json[", key, "]");
+    const std::string at = absl::StrCat("request.template_kwargs_json[", openai::Quoted(key), "]");
     if (auto s = CheckText(key, at); !s.ok()) return s;
     if (auto s = CheckJson(&value, at, false); !s.ok()) return s;
   }

@@ -1,6 +1,7 @@
 #include "router/request_evidence.h"
 
 #include "common/sha256.h"
+#include "common/utf8.h"
 #include "router/http/error_response.h"
 #include "router/openai/chat_response.h"
 
@@ -45,11 +46,7 @@ RequestEvidence::RequestEvidence(const v1::InferenceRequest& request,
   record_.Set("api", Value::String(std::string(api)));
   // A client names itself in a few dozen bytes; the header may be 64 KiB.
   constexpr size_t kMaxUserAgentBytes = 256;
-  if (user_agent.size() > kMaxUserAgentBytes) {
-    size_t n = kMaxUserAgentBytes;
-    while (n > 0 && (static_cast<unsigned char>(user_agent[n]) & 0xC0) == 0x80) --n;
-    user_agent = user_agent.substr(0, n);  // on a character boundary
-  }
+  user_agent = Utf8Prefix(user_agent, kMaxUserAgentBytes);
   record_.Set("user_agent", Value::String(std::string(user_agent)));
   record_.Set("client", ClientOf(user_agent));
   record_.Set("received_unix_us", Value::Int(received_unix_us));
@@ -61,14 +58,32 @@ RequestEvidence::RequestEvidence(const v1::InferenceRequest& request,
   for (const auto& tool : request.tools()) tools.Append(Value::String(tool.name()));
   record_.Set("tools", std::move(tools));
   record_.Set("max_output_tokens", Value::Int(request.max_tokens()));
+  // The ids of the tool results it carries (each bounded by request_names.h), at most
+  // kMaxRecordedResults of them, with the count of the rest.
+  constexpr int kMaxRecordedResults = 256;
   Value results = Value::EmptyArray();
+  int64_t more_results = 0;
   for (const auto& m : request.messages()) {
-    if (m.role() == "tool") results.Append(Value::String(m.tool_call_id()));
+    if (m.role() != "tool") continue;
+    if (static_cast<int>(results.items().size()) < kMaxRecordedResults) {
+      results.Append(Value::String(m.tool_call_id()));
+    } else {
+      ++more_results;
+    }
   }
-  // The whole rendered prompt only for a turn that carries tool results (the turn after
-  // a call, whose rendering is the one to check); its hash always.
-  if (!results.items().empty()) record_.Set("rendered_prompt", Value::String(rendered.text));
+  // The rendered prompt only for a turn that carries tool results (the turn after a
+  // call, whose rendering is the one to check), its first kMaxRecordedPromptBytes (cut
+  // on a character boundary) with its full size; its hash always.
+  constexpr size_t kMaxRecordedPromptBytes = 256u << 10;
+  if (!results.items().empty()) {
+    const absl::string_view text = Utf8Prefix(rendered.text, kMaxRecordedPromptBytes);
+    if (text.size() < rendered.text.size()) {
+      record_.Set("rendered_prompt_bytes", Value::Int(static_cast<int64_t>(rendered.text.size())));
+    }
+    record_.Set("rendered_prompt", Value::String(std::string(text)));
+  }
   record_.Set("tool_results", std::move(results));
+  if (more_results > 0) record_.Set("tool_results_not_listed", Value::Int(more_results));
 }
 
 void RequestEvidence::Observe(const v1::StreamEvent& event, int64_t now_unix_us) {

@@ -97,5 +97,29 @@ TEST(RequestEvidence, AUserAgentIsKeptToItsFirst256Bytes) {
   EXPECT_EQ(r.Find("client")->Find("name")->as_string(), "Client");
 }
 
+// What a request's record keeps of its tool results is bounded (a red team had 26 rows
+// of 12.3 MB each written from ids): the first 256 result ids with the count of the rest,
+// and the first 256 KiB of the rendered prompt with its full size.
+TEST(RequestEvidence, ToolResultsAndTheRenderedPromptAreBounded) {
+  v1::InferenceRequest req;
+  req.set_model("m");
+  for (int i = 0; i < 300; ++i) {
+    v1::ChatMessage* m = req.add_messages();
+    m->set_role("tool");
+    m->set_tool_call_id(absl::StrCat("call_", i));
+  }
+  const std::string text(300u << 10, 'p');
+  RequestEvidence evidence(req, {3, "cd", text}, "chat.completions", "", 0);
+  v1::Terminal done;
+  done.set_finish_reason(v1::FINISH_STOP);
+  json::Value r = evidence.Finish(done, "", 10);
+  EXPECT_EQ(r.Find("tool_results")->items().size(), 256u);
+  EXPECT_EQ(r.Find("tool_results")->items()[255].as_string(), "call_255");
+  EXPECT_EQ(*r.Find("tool_results_not_listed")->as_int64(), 44);
+  EXPECT_EQ(r.Find("rendered_prompt")->as_string().size(), 256u << 10);
+  EXPECT_EQ(*r.Find("rendered_prompt_bytes")->as_int64(), 300 << 10);
+  EXPECT_EQ(r.Find("rendered_prompt_sha256")->as_string(), Sha256Hex(text));
+}
+
 }  // namespace
 }  // namespace gantry::router

@@ -13,6 +13,16 @@ constexpr int kMaxTools = 256;
 constexpr size_t kMaxKwargNameBytes = 64;
 constexpr int kMaxKwargs = 32;
 constexpr size_t kMaxEffortBytes = 16;
+constexpr size_t kMaxCallIdBytes = 256;  // Gantry's are 29 ("call_" + 24 hex digits)
+
+// A call id: visible ASCII, no spaces (ids other servers issued pass through clients).
+bool IsCallId(absl::string_view id) {
+  if (id.empty() || id.size() > kMaxCallIdBytes) return false;
+  for (char c : id) {
+    if (c <= 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
 
 bool IsNameChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
@@ -52,6 +62,23 @@ absl::Status CheckRequestNames(const v1::InferenceRequest& req) {
   }
   for (const auto& [key, value] : req.template_kwargs_json()) {
     if (!IsName(key, kMaxKwargNameBytes)) return bad("a chat_template_kwargs key", key, kMaxKwargNameBytes);
+  }
+  for (const v1::ChatMessage& m : req.messages()) {
+    if (!m.tool_call_id().empty() && !IsCallId(m.tool_call_id())) {
+      return ReasonError("invalid_request",
+                         absl::StrCat("a tool_call_id must be 1 to ", kMaxCallIdBytes,
+                                      " bytes of visible ASCII (it has ",
+                                      m.tool_call_id().size(), " bytes)"));
+    }
+    for (const v1::ToolCallRef& call : m.tool_calls()) {
+      if (!IsCallId(call.id())) {
+        return ReasonError("invalid_request",
+                           absl::StrCat("a tool call's id must be 1 to ", kMaxCallIdBytes,
+                                        " bytes of visible ASCII (it has ", call.id().size(),
+                                        " bytes)"));
+      }
+      if (!IsName(call.name(), kMaxToolNameBytes)) return bad("a tool call's name", call.name(), kMaxToolNameBytes);
+    }
   }
   if (req.reasoning_effort().size() > kMaxEffortBytes) {
     return bad("reasoning_effort", req.reasoning_effort(), kMaxEffortBytes);

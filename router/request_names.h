@@ -7,6 +7,9 @@
 //   each tool name, and tool_choice's     1 to 64 bytes (OpenAI's limit); at most 256 tools
 //   chat_template_kwargs keys  1 to 64 bytes; at most 32
 //   reasoning_effort           at most 16 bytes
+//   tool_call_id of a tool message, and the ids of earlier tool calls
+//                              1 to 256 bytes of visible ASCII (Gantry's are 29); the
+//                              names of earlier tool calls as tool names
 //
 // Names are letters, digits and _ - . : / (what model ids such as "Qwen/Qwen3-8B:q4"
 // and the real clients' tool names use).

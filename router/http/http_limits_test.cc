@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -449,6 +450,59 @@ TEST(HttpLimits, ChunkedCostsAboutWhatContentLengthCosts) {
               "chunks) %.4f s, ratio %.2f\n",
               best_length, best_chunked, best_chunked / std::max(best_length, 1e-6));
   EXPECT_LT(best_chunked, 3 * best_length + 0.02);
+}
+
+// Clients that pipeline requests and never read the answers (a red team: 4,096 keyless
+// connections of GET /metrics held every slot, each buffering up to 32 MiB of input):
+// once a full table has no connection waiting for a head, the one whose answer has
+// stood still longest makes room for a new client, and a stalled answer is given up
+// after write_stall_timeout_ms. The server stops reading such a client after 64 KiB of
+// pipelined input instead of buffering it.
+TEST(HttpLimits, ClientsThatDoNotReadTheirAnswersCannotHoldTheTable) {
+  HttpServerOptions options;
+  options.max_connections = 4;
+  options.write_stall_timeout_ms = 3000;
+  const std::string big(8 << 20, 'x');  // far more than the socket buffers hold
+  auto started = HttpServer::Start(options, [&big](HttpRequest, std::shared_ptr<ResponseWriter> w) {
+    HttpResponse response;
+    response.body = big;
+    w->Send(response);
+  });
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<HttpServer> server = std::move(*started);
+  std::string pipelined;
+  for (int i = 0; i < 2000; ++i) pipelined += "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::vector<int> stalled;
+  for (int i = 0; i < 4; ++i) {
+    int fd = ConnectFrom(server->port());
+    ASSERT_GE(fd, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    // Non-blocking: the server stops reading, so most of this waits in our buffer.
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    ssize_t sent = send(fd, pipelined.data(), pipelined.size(), MSG_NOSIGNAL);
+    EXPECT_GT(sent, 0);
+    stalled.push_back(fd);
+  }
+  ASSERT_TRUE(WaitForConnections(*server, 4));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // their answers stand still
+  auto client = TestHttpClient::Connect(server->port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->SendRequest("GET", "/small", "").ok());
+  auto response = client->ReadResponse(10000);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->body.size(), big.size());
+  EXPECT_GE(server->evicted_connections(), 1u);
+  client->Close();
+  // The others are given up once their answers have not moved for 3 s.
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (server->connection_count() > 0 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(server->connection_count(), 0u);
+  EXPECT_GE(server->timed_out_requests(), 3u);
+  for (int fd : stalled) close(fd);
 }
 
 // Bodies being read are capped per key (the gateway's: the principal): one key that

@@ -95,6 +95,7 @@ struct Conn {
   int64_t drain_until_ms = 0;
   size_t drained_bytes = 0;
   std::string body_key;  // (loop) the key whose body place the request holds; "" none
+  bool reads_paused = false;  // (loop) EPOLLIN off: pipelined input waits in the kernel
 
   std::mutex mu;
   uint64_t generation = 0;     // which request's response `response` describes
@@ -109,6 +110,9 @@ struct Conn {
   // holds received bytes (a pipelined request) that only the loop can parse.
   bool input_buffered = false;
   bool ended_by_writer = false;  // the response ended and was sent, the loop not told yet
+  // When the output last moved: bytes sent, or output queued with none pending. Output
+  // pending and unmoved for write_stall_timeout_ms means a client that does not read.
+  int64_t output_moved_ms = 0;
   std::function<void()> on_close;
 };
 
@@ -116,6 +120,11 @@ struct Conn {
 // much.
 constexpr int64_t kDrainMs = 2000;
 constexpr size_t kMaxDrainBytes = 4u << 20;
+// Pipelined bytes buffered while a response is under way, at most (then reads pause).
+constexpr size_t kPipelinedBytes = 64u << 10;
+// A full table also makes room by closing a connection whose response has not moved
+// for this long (its client does not read), oldest first.
+constexpr int64_t kEvictStalledAfterMs = 1000;
 
 }  // namespace
 
@@ -170,6 +179,8 @@ class HttpServer::Impl {
   // Gives back the body place a request holds (when its body is in, or it ends).
   void ReleaseBodyPlace(Conn& conn);
   void UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write);
+  // Stops or resumes reading the connection (EPOLLIN), keeping its EPOLLOUT.
+  void SetReadsPaused(const std::shared_ptr<Conn>& conn, bool paused);
 
  public:
   uint64_t refused() const { return refused_.load(); }
@@ -337,6 +348,7 @@ class ConnWriter : public ResponseWriter {
         return;
       }
       conn_->out_offset += w.bytes;
+      conn_->output_moved_ms = NowMs();
     }
     conn_->out.clear();
     conn_->out_offset = 0;
@@ -355,6 +367,7 @@ class ConnWriter : public ResponseWriter {
       conn_->overflow = true;  // the loop closes the connection
       return;
     }
+    if (conn_->out.size() == conn_->out_offset) conn_->output_moved_ms = NowMs();
     conn_->out.append(bytes.data(), bytes.size());
   }
 
@@ -475,7 +488,13 @@ void HttpServer::Impl::Loop() {
         if (now >= conn->drain_until_ms) to_close.push_back(conn);
       } else if (conn->handling) {
         std::lock_guard<std::mutex> lock(conn->mu);
-        if (conn->ended_by_writer) ended.push_back(conn);
+        if (conn->ended_by_writer) {
+          ended.push_back(conn);
+        } else if (conn->out_offset < conn->out.size() &&
+                   now - conn->output_moved_ms > options_.write_stall_timeout_ms) {
+          ++timed_out_;  // a client that stopped reading its response
+          to_close.push_back(conn);
+        }
       } else {
         CheckDeadlines(conn, now, &to_close);
       }
@@ -598,6 +617,26 @@ void HttpServer::Impl::Accept() {
       }
     }
     if (conns_.size() >= options_.max_connections) {
+      // No connection waits for a head: the one whose response has stood still the
+      // longest (a client that does not read) makes room (found by a red team: 4,096
+      // keyless connections pipelining GET /metrics and never reading held them all).
+      const int64_t now = NowMs();
+      std::shared_ptr<Conn> stalled;
+      int64_t oldest = now - kEvictStalledAfterMs;
+      for (auto& [id, conn] : conns_) {
+        if (!conn->handling || conn->draining) continue;
+        std::lock_guard<std::mutex> lock(conn->mu);
+        if (conn->out_offset < conn->out.size() && conn->output_moved_ms < oldest) {
+          oldest = conn->output_moved_ms;
+          stalled = conn;
+        }
+      }
+      if (stalled) {
+        ++evicted_;
+        Close(stalled);
+      }
+    }
+    if (conns_.size() >= options_.max_connections) {
       Refuse(fd, "too many open connections");
       continue;
     }
@@ -626,9 +665,6 @@ void HttpServer::Impl::Accept() {
 }
 
 void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
-  // A client may pipeline, but not without bound: while a request is being answered,
-  // at most one more request's worth of bytes is buffered.
-  const size_t cap = options_.limits.max_header_bytes + options_.limits.max_body_bytes + 4096;
   char buf[65536];
   conn->read_wants_write = false;
   while (true) {
@@ -648,10 +684,22 @@ void HttpServer::Impl::OnReadable(const std::shared_ptr<Conn>& conn) {
         if (used < r.bytes && !conn->draining) conn->in.append(buf + used, r.bytes - used);
         if (ready) Dispatch(conn, std::move(ready));
       } else {
+        // A client may pipeline, but while a request is being answered at most
+        // kPipelinedBytes of what follows are buffered: then reading stops (the rest
+        // waits in the kernel, and TCP slows the client) until the response ends.
         conn->in.append(buf, r.bytes);
-        if (conn->in.size() > 2 * cap) {
-          Close(conn);
-          return;
+        if (conn->handling && conn->in.size() >= kPipelinedBytes) {
+          if (options_.tls) {
+            // A TLS write may need a read (EPOLLIN stays armed for it): no pause, and a
+            // client that pipelines far ahead of its answers is disconnected.
+            if (conn->in.size() > 4 * kPipelinedBytes) {
+              Close(conn);
+              return;
+            }
+          } else {
+            SetReadsPaused(conn, true);
+            break;
+          }
         }
       }
       // A short read took all the socket held; epoll (level-triggered) reports more.
@@ -807,6 +855,7 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
                                           conn->out.size() - conn->out_offset);
       if (w.bytes > 0) {
         conn->out_offset += w.bytes;
+        conn->output_moved_ms = NowMs();
         continue;
       }
       if (w.closed) {
@@ -850,14 +899,27 @@ void HttpServer::Impl::Service(const std::shared_ptr<Conn>& conn) {
     ++conn->served;
     waiting_head_.insert(conn->id);
     TryParse(conn);  // a pipelined request may be waiting
+    if (conn->fd >= 0 && conn->reads_paused &&
+        (!conn->handling || conn->in.size() < kPipelinedBytes)) {
+      SetReadsPaused(conn, false);
+    }
   }
+}
+
+void HttpServer::Impl::SetReadsPaused(const std::shared_ptr<Conn>& conn, bool paused) {
+  if (conn->reads_paused == paused) return;
+  conn->reads_paused = paused;
+  epoll_event ev{};
+  ev.events = (paused ? 0u : (EPOLLIN | EPOLLRDHUP)) | (conn->watching_writable ? EPOLLOUT : 0u);
+  ev.data.u64 = conn->id;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn->fd, &ev);
 }
 
 void HttpServer::Impl::UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write) {
   if (want_write == conn->watching_writable) return;  // unchanged: no system call
   conn->watching_writable = want_write;
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | (want_write ? EPOLLOUT : 0u);
+  ev.events = (conn->reads_paused ? 0u : (EPOLLIN | EPOLLRDHUP)) | (want_write ? EPOLLOUT : 0u);
   ev.data.u64 = conn->id;
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn->fd, &ev);
 }

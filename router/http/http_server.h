@@ -28,8 +28,12 @@
 // a new connection first takes the place of the oldest one that is waiting for a
 // request head (its first, or the next on a kept-alive connection), which is closed:
 // connections that never complete a head cannot keep others out; `HttpLimits` for each
-// request; `max_output_bytes` of unsent output per connection (a client that stops
-// reading is disconnected). Deadlines, none of them restarted by a byte (a client
+// request; `max_output_bytes` of unsent output per connection, and
+// `write_stall_timeout_ms` without any of it moving (a client that stops reading is
+// disconnected); while a request is answered, at most 64 KiB of what the client
+// pipelines behind it is buffered, then the server stops reading until the response
+// ends. A full table that has no connection waiting for a head makes room by closing
+// the one whose response has stood still longest (over a second). Deadlines, none of them restarted by a byte (a client
 // trickling bytes cannot hold a connection): a request's head must be complete within
 // `head_timeout_ms` of its first byte (the first request's: of the accept), its body
 // within `body_timeout_ms` of the head, and after `body_rate_grace_ms` the body must
@@ -117,6 +121,9 @@ struct HttpServerOptions {
   // A TLS connection whose handshake is not done after this long is closed (a client
   // that stalls its handshake must not hold a connection slot for the idle timeout).
   int handshake_timeout_ms = 10000;
+  // A response whose unsent bytes have not moved for this long is given up and its
+  // connection closed (a client that stopped reading); 0 closes at the next sweep.
+  int write_stall_timeout_ms = 30000;
   // When set, the listener speaks TLS only (TlsContext::Load); otherwise plain TCP.
   std::shared_ptr<const TlsContext> tls;
   // Optional. A request for which this returns true runs the Handler on the loop thread

@@ -101,8 +101,8 @@ absl::Status ParseMessages(const Value& messages, v1::InferenceRequest* out) {
     std::string r = *role_text;
     if (r == "developer") r = "system";
     if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
-      return Invalid(path + ".role", absl::StrCat("unknown role '", *role_text,
-                                                  "' (system, developer, user, assistant, tool)"));
+      return Invalid(path + ".role", absl::StrCat("unknown role ", Quoted(*role_text),
+                                                  " (system, developer, user, assistant, tool)"));
     }
     msg->set_role(r);
     std::string text;

@@ -1,5 +1,7 @@
 #include "router/openai/request_fields.h"
 
+#include "common/utf8.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -53,6 +55,12 @@ absl::Status ParseModel(const Value& root, v1::InferenceRequest* out) {
   if (model_text->empty()) return Invalid("model", "must not be empty");
   out->set_model(*model_text);
   return absl::OkStatus();
+}
+
+std::string Quoted(absl::string_view value) {
+  constexpr size_t kMaxQuotedBytes = 64;
+  if (value.size() <= kMaxQuotedBytes) return absl::StrCat("'", value, "'");
+  return absl::StrCat("'", Utf8Prefix(value, kMaxQuotedBytes), "...' (", value.size(), " bytes)");
 }
 
 absl::Status Invalid(absl::string_view path, absl::string_view what) {
@@ -126,8 +134,8 @@ absl::Status ParseTextContent(const Value* content, const std::string& path,
     for (absl::string_view t : part_types) known = known || type->as_string() == t;
     if (!known) {
       return Invalid(absl::StrCat(part_path, ".type"),
-                     absl::StrCat("unsupported content part type '", type->as_string(),
-                                  "' (only text is supported: ", absl::StrJoin(part_types, ", "),
+                     absl::StrCat("unsupported content part type ", Quoted(type->as_string()),
+                                  " (only text is supported: ", absl::StrJoin(part_types, ", "),
                                   ")"));
     }
     const Value* part_text = Field(part, "text");
@@ -172,7 +180,7 @@ absl::Status ParseFunctionTool(const Value& function, const std::string& path,
     return Invalid(path + ".name", "must be 1-64 of a-z, A-Z, 0-9, _ . -");
   }
   if (!names->insert(*name_text).second) {
-    return Invalid(path + ".name", absl::StrCat("duplicate tool '", *name_text, "'"));
+    return Invalid(path + ".name", absl::StrCat("duplicate tool ", Quoted(*name_text)));
   }
   def->set_name(*name_text);
   if (const Value* description = Field(function, "description")) {
@@ -245,7 +253,7 @@ absl::Status ParseToolChoiceMode(const Value& choice, const Value* named_functio
     for (const auto& tool : out->tools()) found = found || tool.name() == out->tool_choice_name();
     if (!found) {
       return Invalid(name_path,
-                     absl::StrCat("'", out->tool_choice_name(), "' is not one of the tools"));
+                     absl::StrCat(Quoted(out->tool_choice_name()), " is not one of the tools"));
     }
   }
   return absl::OkStatus();
@@ -296,8 +304,8 @@ absl::Status CheckToolReplay(const v1::InferenceRequest& request,
     if (m.role() == "tool" && issued.count(m.tool_call_id()) == 0) {
       return ReasonError(
           "unknown_tool_call_id",
-          absl::StrCat(path_of(i), ": '", m.tool_call_id(),
-                       "' matches no earlier assistant tool call in this request (send the "
+          absl::StrCat(path_of(i), ": ", Quoted(m.tool_call_id()),
+                       " matches no earlier assistant tool call in this request (send the "
                        "call before its result, under the id the server issued)"));
     }
   }

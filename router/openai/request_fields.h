@@ -37,6 +37,10 @@ bool IsValidToolName(absl::string_view name);
 
 // invalid_request "PATH: WHAT".
 absl::Status Invalid(absl::string_view path, absl::string_view what);
+// A value from the client as an error message quotes it: 'VALUE' when at most 64 bytes,
+// else its first 64 bytes (whole characters), "...", and its size, so that no client
+// chooses the size of its error (a red team's 1 MiB roles came back whole).
+std::string Quoted(absl::string_view value);
 // invalid_request "PATH: expected EXPECTED, got <type of got>".
 absl::Status WrongType(absl::string_view path, absl::string_view expected, const json::Value& got);
 

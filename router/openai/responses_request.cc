@@ -45,8 +45,8 @@ class InputMapper {
                            "the whole item, and store: false)");
     }
     return Invalid(path + ".type",
-                   absl::StrCat("unsupported input item type '", type,
-                                "' (message, function_call, function_call_output, reasoning)"));
+                   absl::StrCat("unsupported input item type ", Quoted(type),
+                                " (message, function_call, function_call_output, reasoning)"));
   }
 
   // The internal message index -> the input path of its id field (for errors).
@@ -74,8 +74,8 @@ class InputMapper {
     if (!role_text.ok()) return role_text.status();
     std::string r = *role_text == "developer" ? "system" : *role_text;
     if (r != "system" && r != "user" && r != "assistant") {
-      return Invalid(path + ".role", absl::StrCat("unknown role '", *role_text,
-                                                  "' (system, developer, user, assistant)"));
+      return Invalid(path + ".role", absl::StrCat("unknown role ", Quoted(*role_text),
+                                                  " (system, developer, user, assistant)"));
     }
     std::string text;
     bool is_null = false;
