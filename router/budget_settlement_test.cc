@@ -120,6 +120,28 @@ class BudgetSettlementTest : public ::testing::Test {
     return Usage().day_tokens;
   }
 
+  // With requests_per_minute 2: two requests refused for their own reason (`refused`,
+  // answered `status`), then one the policy allows is rate_limited, and none reached
+  // the worker or holds a slot.
+  void ExpectTwoRefusalsSpendTheRate(const std::string& refused, int status) {
+    Start({FakeStep::Finish(v1::FINISH_STOP)}, 0,
+          OneUserPolicyForTest("  budgets: {tokens_per_day: 1000000, tokens_per_month: "
+                               "10000000, requests_per_minute: 2, concurrent_requests: 10}\n"));
+    for (int i = 0; i < 2; ++i) {
+      auto response = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions",
+                                                      refused, "k-dev");
+      ASSERT_TRUE(response.ok());
+      EXPECT_EQ(response->status, status) << response->body;
+    }
+    auto allowed = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions",
+                                                   kWhole, "k-dev");
+    ASSERT_TRUE(allowed.ok());
+    EXPECT_EQ(allowed->status, 429) << allowed->body;
+    EXPECT_TRUE(absl::StrContains(allowed->body, R"("code":"rate_limited")")) << allowed->body;
+    EXPECT_EQ(Usage().in_flight, 0);
+    EXPECT_TRUE(worker_->requests().empty());
+  }
+
   std::unique_ptr<InProcessRouterForTest> router_;
   std::unique_ptr<FakeWorkerForTest> worker_;
 };
@@ -259,50 +281,20 @@ TEST_F(BudgetSettlementTest, RatesAreChargedBeforeThePromptIsRendered) {
   EXPECT_TRUE(worker_->requests().empty());
 }
 
-// A request the policy denies spends its principal's rate too: two denials in a minute
-// of requests_per_minute 2, and the third request, one the policy allows, is
-// rate_limited (a red team sent 92,289 denied requests in 30 s on a key of 10 a minute).
+// A request the policy denies spends its principal's rate too (a red team sent 92,289
+// denied requests in 30 s on a key of 10 a minute).
 TEST_F(BudgetSettlementTest, DenialsSpendTheRate) {
-  Start({FakeStep::Finish(v1::FINISH_STOP)}, 0,
-        OneUserPolicyForTest("  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
-                             "requests_per_minute: 2, concurrent_requests: 10}\n"));
-  const char* denied = R"({"model":"not-granted","messages":[{"role":"user","content":"hi"}]})";
-  for (int i = 0; i < 2; ++i) {
-    auto response = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions",
-                                                    denied, "k-dev");
-    ASSERT_TRUE(response.ok());
-    EXPECT_EQ(response->status, 403) << response->body;
-  }
-  auto allowed = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions", kWhole,
-                                                 "k-dev");
-  ASSERT_TRUE(allowed.ok());
-  EXPECT_EQ(allowed->status, 429) << allowed->body;
-  EXPECT_TRUE(absl::StrContains(allowed->body, R"("code":"rate_limited")")) << allowed->body;
-  EXPECT_EQ(Usage().in_flight, 0);
-  EXPECT_TRUE(worker_->requests().empty());
+  ExpectTwoRefusalsSpendTheRate(
+      R"({"model":"not-granted","messages":[{"role":"user","content":"hi"}]})", 403);
 }
 
 // So does a request refused for its names, before the policy reads them (a red team
 // sent 37,355 of them in 10 s on a key of 10 a minute).
 TEST_F(BudgetSettlementTest, RequestsRefusedForTheirNamesSpendTheRate) {
-  Start({FakeStep::Finish(v1::FINISH_STOP)}, 0,
-        OneUserPolicyForTest("  budgets: {tokens_per_day: 1000000, tokens_per_month: 10000000, "
-                             "requests_per_minute: 2, concurrent_requests: 10}\n"));
-  const std::string bad_name = absl::StrCat(R"({"model":")", std::string(300, 'm'),
-                                            R"(","messages":[{"role":"user","content":"hi"}]})");
-  for (int i = 0; i < 2; ++i) {
-    auto response = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions",
-                                                    bad_name, "k-dev");
-    ASSERT_TRUE(response.ok());
-    EXPECT_EQ(response->status, 400) << response->body;
-  }
-  auto allowed = http::TestHttpClient::PostJson(router_->port(), "/v1/chat/completions", kWhole,
-                                                 "k-dev");
-  ASSERT_TRUE(allowed.ok());
-  EXPECT_EQ(allowed->status, 429) << allowed->body;
-  EXPECT_TRUE(absl::StrContains(allowed->body, R"("code":"rate_limited")")) << allowed->body;
-  EXPECT_EQ(Usage().in_flight, 0);
-  EXPECT_TRUE(worker_->requests().empty());
+  ExpectTwoRefusalsSpendTheRate(
+      absl::StrCat(R"({"model":")", std::string(300, 'm'),
+                   R"(","messages":[{"role":"user","content":"hi"}]})"),
+      400);
 }
 
 }  // namespace
