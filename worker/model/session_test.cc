@@ -1,5 +1,6 @@
 // The fast forward pass (chunked prefill, threads, the CPU's best kernels) against the
-// scalar one-token reference path, on small random-weight models.
+// scalar one-token reference path, and sequences batched against the same sequences
+// alone, on small random-weight models.
 // Stated tolerance: every logit within 2e-3 * max|logit| (F32, F16) or 2e-2 * max|logit|
 // (Q8_0, Q4_0, Q5_K, Q4_K_M, where a float difference can flip an activation's
 // quantization step); the top token identical. K-quant models are 256 wide (their rows
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "formats/gguf/gguf.h"
 #include "formats/gguf/quant.h"
 #include "formats/testmodel/test_model.h"
@@ -161,6 +163,119 @@ TEST(SessionTest, ErrorsAppendNothing) {
   EXPECT_EQ(s.n_past(), 0);
   EXPECT_TRUE(s.Eval({1, 2, 3, 4}, &logits).ok());
   EXPECT_EQ(s.n_past(), 4);
+}
+
+int32_t Argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Eight prompts of different lengths: four prefilled together, then the other four's
+// prompts in the same passes as the first four's decode steps (sequences joining a
+// running batch), then all eight decoding together. Each sequence's logits at every
+// step are those it gets alone, bit for bit (a row's products do not depend on the
+// other rows), and so are its greedy tokens.
+TEST(ForwardTest, BatchedSequencesGetTheLogitsTheyGetAlone) {
+  ASSERT_NE(TokenizerDir(), "");
+  for (gguf::TensorType type : {gguf::TensorType::kQ8_0, gguf::TensorType::kQ4_K}) {
+    Loaded l = Make("qwen3", type, type == gguf::TensorType::kQ4_K);
+    ASSERT_TRUE(l.model);
+    constexpr int kSequences = 8, kSteps = 6, kCapacity = 128;
+    std::vector<std::vector<int32_t>> prompts(kSequences);
+    for (int s = 0; s < kSequences; ++s) {
+      for (int i = 0; i < 9 + 11 * s; ++i) prompts[s].push_back(100 + (s * 7919 + i * 104729) % 5000);
+    }
+    kernels::ThreadPool pool(2);
+    Forward::Options options;
+    options.pool = &pool;
+    // Alone: each prompt, then kSteps greedy tokens.
+    std::vector<std::vector<std::vector<float>>> alone(kSequences);
+    for (int s = 0; s < kSequences; ++s) {
+      Session session(*l.model, kCapacity, options);
+      std::vector<float> logits;
+      ASSERT_TRUE(session.Eval(prompts[s], &logits).ok());
+      alone[s].push_back(logits);
+      for (int step = 0; step < kSteps; ++step) {
+        ASSERT_TRUE(session.Eval({Argmax(logits)}, &logits).ok());
+        alone[s].push_back(logits);
+      }
+    }
+    // Batched.
+    Forward forward(*l.model, options);
+    std::vector<std::unique_ptr<KvCache>> caches;
+    for (int s = 0; s < kSequences; ++s) caches.push_back(std::make_unique<KvCache>(l.model->config(), kCapacity));
+    std::vector<std::vector<std::vector<float>>> batched(kSequences);
+    std::vector<std::vector<float>> logits(kSequences);
+    std::vector<int32_t> next(kSequences);
+    // Pass p: sequences 0-3 prefill in pass 0 and decode from pass 1; sequences 4-7
+    // prefill in pass 1 and decode from pass 2.
+    for (int pass = 0; pass < kSteps + 2; ++pass) {
+      std::vector<Forward::Item> items;
+      std::vector<int> who;
+      for (int s = 0; s < kSequences; ++s) {
+        const int start = s < 4 ? 0 : 1;
+        const int steps_done = static_cast<int>(batched[s].size());
+        if (pass < start || steps_done > kSteps) continue;
+        Forward::Item item;
+        item.cache = caches[s].get();
+        if (pass == start) {
+          item.tokens = prompts[s].data();
+          item.n = static_cast<int>(prompts[s].size());
+        } else {
+          next[s] = Argmax(logits[s]);
+          item.tokens = &next[s];
+          item.n = 1;
+        }
+        item.logits = &logits[s];
+        items.push_back(item);
+        who.push_back(s);
+      }
+      forward.Eval(&items);
+      for (size_t i = 0; i < items.size(); ++i) {
+        ASSERT_TRUE(items[i].status.ok()) << items[i].status;
+        batched[who[i]].push_back(logits[who[i]]);
+      }
+    }
+    for (int s = 0; s < kSequences; ++s) {
+      ASSERT_EQ(batched[s].size(), alone[s].size()) << s;
+      for (size_t step = 0; step < alone[s].size(); ++step) {
+        EXPECT_EQ(batched[s][step], alone[s][step]) << gguf::TensorTypeName(type) << " sequence " << s << " step " << step;
+        EXPECT_EQ(Argmax(batched[s][step]), Argmax(alone[s][step]));
+      }
+      EXPECT_EQ(caches[s]->n_past(), static_cast<int>(prompts[s].size()) + kSteps);
+    }
+  }
+}
+
+// An item that cannot be evaluated (its cache full, a token outside the vocabulary, a
+// cache named twice) gets its error and nothing appended; the others in the same pass
+// get what they get alone.
+TEST(ForwardTest, AFailingItemDoesNotDisturbTheOthers) {
+  ASSERT_NE(TokenizerDir(), "");
+  Loaded l = Make("qwen3", gguf::TensorType::kQ8_0);
+  ASSERT_TRUE(l.model);
+  const std::vector<int32_t> prompt = {11, 22, 33, 44, 55, 66};
+  std::vector<float> want;
+  Session alone(*l.model, 16);
+  ASSERT_TRUE(alone.Eval(prompt, &want).ok());
+
+  Forward forward(*l.model, Forward::Options());
+  KvCache good(l.model->config(), 16), full(l.model->config(), 4), bad_token(l.model->config(), 16);
+  const std::vector<int32_t> out_of_vocabulary = {1, l.model->config().n_vocab};
+  std::vector<float> logits, ignored;
+  std::vector<Forward::Item> items(4);
+  items[0] = {&full, prompt.data(), static_cast<int>(prompt.size()), &ignored, absl::OkStatus()};
+  items[1] = {&good, prompt.data(), static_cast<int>(prompt.size()), &logits, absl::OkStatus()};
+  items[2] = {&bad_token, out_of_vocabulary.data(), 2, &ignored, absl::OkStatus()};
+  items[3] = {&good, prompt.data(), 1, &ignored, absl::OkStatus()};
+  forward.Eval(&items);
+  EXPECT_EQ(ReasonOf(items[0].status), "context_length_exceeded");
+  EXPECT_TRUE(items[1].status.ok()) << items[1].status;
+  EXPECT_EQ(ReasonOf(items[2].status), "invalid_request");
+  EXPECT_EQ(items[3].status.code(), absl::StatusCode::kInvalidArgument);  // `good` twice
+  EXPECT_EQ(full.n_past(), 0);
+  EXPECT_EQ(bad_token.n_past(), 0);
+  EXPECT_EQ(good.n_past(), static_cast<int>(prompt.size()));
+  EXPECT_EQ(logits, want);
 }
 
 }  // namespace

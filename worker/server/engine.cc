@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "common/status.h"
 #include "tokenizer-svc/conversation/prompt.h"
@@ -38,262 +40,460 @@ size_t HeldSuffix(const std::string& text, const google::protobuf::RepeatedPtrFi
   return held;
 }
 
-}  // namespace
-
-namespace {
-model::Session::Options SessionOptions(kernels::ThreadPool* pool) {
-  model::Session::Options options;
+model::Forward::Options ForwardOptions(kernels::ThreadPool* pool) {
+  model::Forward::Options options;
   options.pool = pool;
   return options;
 }
+
 }  // namespace
 
-Engine::Engine(const ServingBundle& bundle, int capacity, int threads)
-    : bundle_(bundle),
-      pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
-      session_(*bundle.model, capacity, SessionOptions(pool_.get())) {}
+const char* SequenceStateName(SequenceState state) {
+  switch (state) {
+    case SequenceState::kWaiting: return "WAITING";
+    case SequenceState::kPrefilling: return "PREFILLING";
+    case SequenceState::kDecoding: return "DECODING";
+    case SequenceState::kFinished: return "FINISHED";
+  }
+  return "UNKNOWN";
+}
 
+// One sequence's cache and whose prefix it holds.
+struct Engine::Slot {
+  Slot(const model::ModelConfig& config, int capacity) : cache(config, capacity) {}
+  model::KvCache cache;
+  std::string principal;  // whose tokens the cache holds
+  bool busy = false;
+  uint64_t last_used = 0;
+};
 
-void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& cancel,
-                 const Emit& emit) {
-  const auto start = Clock::now();
-  uint64_t seq = 0;
-  completion_tokens_ = 0;
-  v1::Usage usage;
-  v1::Timings timings;
-  auto event = [&]() {
-    v1::StreamEvent e;
-    e.set_request_id(request.request_id());
-    e.set_seq(seq++);
-    return e;
-  };
-  auto finish = [&](v1::FinishReason reason, const absl::Status& status) {
-    v1::StreamEvent e = event();
-    v1::Terminal* t = e.mutable_terminal();
-    t->set_finish_reason(status.ok() ? reason : v1::FINISH_ERROR);
-    if (reason == v1::FINISH_CANCELLED) t->set_finish_reason(v1::FINISH_CANCELLED);
-    ToProto(status, t->mutable_status());
-    *t->mutable_usage() = usage;
-    *t->mutable_timings() = timings;
-    *t->mutable_bundle() = bundle_.identity;
-    emit(std::move(e));
-  };
+// One request from Add() to its terminal event.
+class Engine::Sequence {
+ public:
+  Sequence(const ServingBundle& bundle, const v1::InferenceRequest& request, const std::atomic<bool>* cancel,
+           Emit emit)
+      : bundle_(bundle), request_(request), cancel_(cancel), emit_(std::move(emit)), start_(Clock::now()) {}
 
+  SequenceState state() const { return state_; }
+  bool cancelled() const { return cancel_->load(std::memory_order_relaxed); }
+  const v1::InferenceRequest& request() const { return request_; }
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  Slot* slot() const { return slot_; }
+  bool admitted() const { return admitted_; }
+
+  // WAITING, first seen: the checks before any work. False when the request ended.
+  bool Admit(int capacity);
+  // WAITING -> PREFILLING on `slot`, reusing its cache's common prefix.
+  void Attach(Slot* slot);
+  // What this sequence evaluates in the next pass, at most `budget` rows (> 0).
+  model::Forward::Item Input(int budget);
+  // After the pass: `item` was this sequence's input.
+  void Evaluated(const model::Forward::Item& item);
+  // Ends the request as cancelled, wherever it is.
+  void Cancel();
+
+ private:
+  void SetState(SequenceState next);
+  v1::StreamEvent Event();
+  void Finish(v1::FinishReason reason, const absl::Status& status);
+  // The generation's end: held-back text, the tool-call stream's end, the terminal.
+  void Conclude(v1::FinishReason reason, bool hit_stop_string);
+  // One decode step on the logits of the last token evaluated.
+  void Decide(const std::vector<float>& logits);
+  void SendText(size_t end);
+  void EmitAll();
+
+  const ServingBundle& bundle_;
+  const v1::InferenceRequest request_;
+  const std::atomic<bool>* cancel_;
+  const Emit emit_;
+  const Clock::time_point start_;
+  SequenceState state_ = SequenceState::kWaiting;
+  bool admitted_ = false;
+  Slot* slot_ = nullptr;
+  uint64_t seq_ = 0;
+  v1::Usage usage_;
+  v1::Timings timings_;
+  std::vector<int32_t> prompt_;
+  size_t prompt_at_ = 0;  // prompt positions in the cache
+  uint32_t max_tokens_ = 0;
+  std::unique_ptr<toolcall::ToolCallStream> calls_;
+  absl::Status calls_status_;
+  std::vector<v1::StreamEvent> out_;
+  std::optional<Sampler> sampler_;
+  std::optional<tokenizer::StreamDecoder> decoder_;
+  std::vector<int32_t> forced_;  // the scripted test double's tokens
+  size_t forced_next_ = 0;
+  std::string text_;     // everything decoded so far
+  size_t emitted_ = 0;   // bytes of text_ already sent
+  size_t longest_stop_ = 0;
+  uint32_t step_ = 0;    // decode steps taken
+  int32_t next_token_ = 0;
+  std::vector<float> logits_;  // of the last token evaluated
+  Clock::time_point prefill_start_, decode_start_;
+};
+
+void Engine::Sequence::SetState(SequenceState next) {
+  Log(LogLevel::kDebug, "worker.sequence",
+      {{"state", SequenceStateName(next)}, {"from", SequenceStateName(state_)},
+       {"request_id", request_.request_id()}});
+  state_ = next;
+}
+
+v1::StreamEvent Engine::Sequence::Event() {
+  v1::StreamEvent e;
+  e.set_request_id(request_.request_id());
+  e.set_seq(seq_++);
+  return e;
+}
+
+void Engine::Sequence::Finish(v1::FinishReason reason, const absl::Status& status) {
+  v1::StreamEvent e = Event();
+  v1::Terminal* t = e.mutable_terminal();
+  t->set_finish_reason(status.ok() ? reason : v1::FINISH_ERROR);
+  if (reason == v1::FINISH_CANCELLED) t->set_finish_reason(v1::FINISH_CANCELLED);
+  ToProto(status, t->mutable_status());
+  *t->mutable_usage() = usage_;
+  *t->mutable_timings() = timings_;
+  *t->mutable_bundle() = bundle_.identity;
+  SetState(SequenceState::kFinished);
+  emit_(std::move(e), usage_.completion_tokens());
+}
+
+bool Engine::Sequence::Admit(int capacity) {
+  admitted_ = true;
   // 1. Tools need a declared protocol; checked before any rendering or generation.
-  if (request.tools_size() > 0 && bundle_.identity.tool_protocol().empty()) {
-    finish(v1::FINISH_ERROR, ReasonError("tool_protocol_undeclared",
+  if (request_.tools_size() > 0 && bundle_.identity.tool_protocol().empty()) {
+    Finish(v1::FINISH_ERROR, ReasonError("tool_protocol_undeclared",
                                          absl::StrCat("model ", bundle_.identity.model(),
                                                       " declares no tool protocol; send the "
                                                       "request without tools")));
-    return;
+    return false;
   }
   // The declared protocol's parser and the validation of calls (or a pass-through when
   // no tools were advertised). Bad tools or tool_choice fail here, before rendering.
   auto protocol = toolcall::ParseToolProtocol(bundle_.identity.tool_protocol());
   if (!protocol.ok()) {
-    finish(v1::FINISH_ERROR, protocol.status());
-    return;
+    Finish(v1::FINISH_ERROR, protocol.status());
+    return false;
   }
   toolcall::ParserOptions parser_options;
   // Templates that write <think>...</think> get reasoning split from text.
   parser_options.reasoning = bundle_.chat_template->source().find("<think>") != std::string::npos;
   // 2-3. Render with the bundle's own template and tokenize: the template's control
   // tokens are special tokens, the client's text never becomes one (prompt.h).
-  if (request.messages_size() == 0) {
-    finish(v1::FINISH_ERROR, ReasonError("invalid_request", "the request has no messages"));
-    return;
+  if (request_.messages_size() == 0) {
+    Finish(v1::FINISH_ERROR, ReasonError("invalid_request", "the request has no messages"));
+    return false;
   }
-  auto built = conversation::BuildPrompt(*bundle_.chat_template, *bundle_.tokenizer, request);
+  auto built = conversation::BuildPrompt(*bundle_.chat_template, *bundle_.tokenizer, request_);
   if (!built.ok()) {
-    finish(v1::FINISH_ERROR, built.status());
-    return;
+    Finish(v1::FINISH_ERROR, built.status());
+    return false;
   }
-  const std::string* prompt_text = &built->text;
-  const std::vector<int32_t>* prompt = &built->ids;
-  usage.set_prompt_tokens(static_cast<uint32_t>(prompt->size()));
-  usage.set_prompt_ids_sha256(TokenIdsSha256Hex(*prompt));
+  prompt_ = std::move(built->ids);
+  usage_.set_prompt_tokens(static_cast<uint32_t>(prompt_.size()));
+  usage_.set_prompt_ids_sha256(TokenIdsSha256Hex(prompt_));
   {
     // A prompt that ends inside an opened <think> makes the output start in reasoning.
-    const size_t open = prompt_text->rfind("<think>");
-    parser_options.starts_in_reasoning =
-        parser_options.reasoning && open != std::string::npos &&
-        prompt_text->find("</think>", open) == std::string::npos;
+    const size_t open = built->text.rfind("<think>");
+    parser_options.starts_in_reasoning = parser_options.reasoning && open != std::string::npos &&
+                                         built->text.find("</think>", open) == std::string::npos;
   }
-  auto calls = toolcall::ToolCallStream::Create(*protocol, request, parser_options);
+  auto calls = toolcall::ToolCallStream::Create(*protocol, request_, parser_options);
   if (!calls.ok()) {
-    finish(v1::FINISH_ERROR, calls.status());
-    return;
+    Finish(v1::FINISH_ERROR, calls.status());
+    return false;
   }
+  calls_ = std::move(*calls);
   // 4. The context contract.
-  const uint32_t max_tokens = request.max_tokens() > 0 ? request.max_tokens()
-                                                       : bundle_.identity.default_max_tokens();
-  if (prompt->empty() || prompt->size() + max_tokens > static_cast<size_t>(session_.capacity())) {
-    finish(v1::FINISH_ERROR,
+  max_tokens_ = request_.max_tokens() > 0 ? request_.max_tokens() : bundle_.identity.default_max_tokens();
+  if (prompt_.empty() || prompt_.size() + max_tokens_ > static_cast<size_t>(capacity)) {
+    Finish(v1::FINISH_ERROR,
            ReasonError("context_length_exceeded",
-                       absl::StrCat(prompt->size(), " prompt tokens + ", max_tokens,
-                                    " reserved output exceed the context of ", session_.capacity())));
-    return;
+                       absl::StrCat(prompt_.size(), " prompt tokens + ", max_tokens_,
+                                    " reserved output exceed the context of ", capacity)));
+    return false;
   }
-  // 5. Prefix reuse within one principal; at least one token is evaluated for logits.
-  size_t common = 0;
-  if (session_principal_ == request.principal()) {
-    const auto& cached = session_.tokens();
-    while (common < cached.size() && common < prompt->size() && cached[common] == (*prompt)[common]) ++common;
-    common = std::min(common, prompt->size() - 1);
-  }
-  session_.Truncate(static_cast<int>(common));
-  session_principal_ = request.principal();
-  usage.set_cached_prompt_tokens(static_cast<uint32_t>(common));
-
-  // The prefill, chunk by chunk (Session::Eval's own chunks: the same results), so that
-  // a cancel lands within one chunk. A cancelled prefill reports the positions it holds
-  // (the reused prefix and the chunks evaluated) as its prompt tokens; those stay cached
-  // for the principal's next request like any complete prefix.
-  std::vector<float> logits;
-  const auto prefill_start = Clock::now();
-  absl::Status s;
-  for (size_t at = common; at < prompt->size(); at += model::Session::kMaxChunk) {
-    if (cancel.load(std::memory_order_relaxed)) {
-      timings.set_prefill_us(MicrosSince(prefill_start));
-      usage.set_prompt_tokens(static_cast<uint32_t>(session_.n_past()));
-      finish(v1::FINISH_CANCELLED, ReasonError("cancelled", "the request was cancelled"));
-      return;
-    }
-    const size_t end = std::min(prompt->size(), at + model::Session::kMaxChunk);
-    s = session_.Eval(std::vector<int32_t>(prompt->begin() + at, prompt->begin() + end), &logits);
-    if (!s.ok()) break;
-  }
-  timings.set_prefill_us(MicrosSince(prefill_start));
-  if (!s.ok()) {
-    session_.Truncate(0);
-    finish(v1::FINISH_ERROR, s);
-    return;
-  }
-
-  // 6. Generate.
-  std::vector<int32_t> forced;
-  size_t forced_next = 0;
+  // The sampler, or the scripted test double's forced tokens.
   if (bundle_.script) {
-    const std::string& last = request.messages_size() > 0
-                                  ? request.messages(request.messages_size() - 1).content()
-                                  : std::string();
-    auto ids = bundle_.tokenizer->Encode(bundle_.script->TextFor(last, request.tools_size() > 0));
+    const std::string& last = request_.messages(request_.messages_size() - 1).content();
+    auto ids = bundle_.tokenizer->Encode(bundle_.script->TextFor(last, request_.tools_size() > 0));
     if (!ids.ok()) {
-      finish(v1::FINISH_ERROR, ids.status());
-      return;
+      Finish(v1::FINISH_ERROR, ids.status());
+      return false;
     }
-    forced = *ids;
-    if (!bundle_.stop_ids.empty()) forced.push_back(bundle_.stop_ids.front());
+    forced_ = *ids;
+    if (!bundle_.stop_ids.empty()) forced_.push_back(bundle_.stop_ids.front());
   }
   SamplingConfig sampling;
-  const auto& sp = request.sampling();
+  const auto& sp = request_.sampling();
   if (sp.has_temperature()) sampling.temperature = sp.temperature();
   if (sp.has_top_k()) sampling.top_k = static_cast<int>(sp.top_k());
   if (sp.has_top_p()) sampling.top_p = sp.top_p();
   if (sp.has_min_p()) sampling.min_p = sp.min_p();
   sampling.seed = sp.has_seed() ? sp.seed() : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  Sampler sampler(sampling);
-  tokenizer::StreamDecoder decoder(bundle_.tokenizer, /*skip_special=*/true);
-  std::string text;      // everything decoded so far
-  size_t emitted = 0;    // bytes of `text` already sent
-  const size_t longest_stop = [&] {
-    size_t n = 0;
-    for (const auto& stop : request.stop()) n = std::max(n, stop.size());
-    return n;
-  }();
-  // Decoded text goes through the tool-call stream, which emits text and reasoning
-  // deltas at once and complete, validated calls when their closing syntax arrives.
-  absl::Status calls_status;
-  std::vector<v1::StreamEvent> out;
-  auto emit_all = [&]() {
-    for (v1::StreamEvent& payload : out) {
-      v1::StreamEvent e = event();
-      e.MergeFrom(payload);
-      e.set_request_id(request.request_id());
-      if (timings.first_token_us() == 0) timings.set_first_token_us(MicrosSince(start));
-      emit(std::move(e));
-    }
-    out.clear();
-  };
-  auto send_text = [&](size_t end) {
-    if (end <= emitted || !calls_status.ok()) return;
-    calls_status = (*calls)->Feed(absl::string_view(text).substr(emitted, end - emitted), &out);
-    emitted = end;
-    emit_all();
-  };
-  const auto decode_start = Clock::now();
-  v1::FinishReason reason = v1::FINISH_LENGTH;
-  bool hit_stop_string = false;
-  for (uint32_t step = 0; step < max_tokens; ++step) {
-    if (cancel.load(std::memory_order_relaxed)) {
-      reason = v1::FINISH_CANCELLED;
-      break;
-    }
-    int32_t token;
-    if (bundle_.script) {
-      token = forced_next < forced.size() ? forced[forced_next++] : bundle_.stop_ids.front();
-    } else {
-      token = sampler.Sample(logits);
-    }
-    if (std::find(bundle_.stop_ids.begin(), bundle_.stop_ids.end(), token) != bundle_.stop_ids.end()) {
-      reason = v1::FINISH_STOP;
-      break;
-    }
-    usage.set_completion_tokens(usage.completion_tokens() + 1);
-    completion_tokens_ = usage.completion_tokens();
-    auto piece = decoder.Push(token);
-    if (piece.ok()) text += *piece;
-    // Stop strings: end at the first occurrence; hold back a possible beginning of one.
-    bool stopped = false;
-    if (longest_stop > 0) {
-      const size_t from = emitted > longest_stop ? emitted - longest_stop : 0;
-      size_t cut = std::string::npos;
-      for (const auto& stop : request.stop()) {
-        if (stop.empty()) continue;
-        size_t at = text.find(stop, from);
-        if (at != std::string::npos) cut = std::min(cut, at);
-      }
-      if (cut != std::string::npos) {
-        send_text(cut);
-        stopped = true;
-      } else {
-        send_text(text.size() - HeldSuffix(text, request.stop()));
-      }
-    } else {
-      send_text(text.size());
-    }
-    if (stopped) {
-      reason = v1::FINISH_STOP;
-      hit_stop_string = true;
-      break;
-    }
-    if (!calls_status.ok()) break;  // an invalid call ends the generation
-    if (step + 1 == max_tokens) break;  // the cap: no need for the next logits
-    s = session_.Eval({token}, &logits);
-    if (!s.ok()) {
-      session_.Truncate(0);
-      finish(v1::FINISH_ERROR, s);
+  sampler_.emplace(sampling);
+  decoder_.emplace(bundle_.tokenizer, /*skip_special=*/true);
+  for (const auto& stop : request_.stop()) longest_stop_ = std::max(longest_stop_, stop.size());
+  return true;
+}
+
+void Engine::Sequence::Attach(Slot* slot) {
+  slot_ = slot;
+  // 5. Prefix reuse within one principal; at least one token is evaluated for logits.
+  size_t common = 0;
+  if (slot->principal == request_.principal()) {
+    const auto& cached = slot->cache.tokens();
+    while (common < cached.size() && common < prompt_.size() && cached[common] == prompt_[common]) ++common;
+    common = std::min(common, prompt_.size() - 1);
+  }
+  slot->cache.Truncate(static_cast<int>(common));
+  slot->principal = request_.principal();
+  usage_.set_cached_prompt_tokens(static_cast<uint32_t>(common));
+  prompt_at_ = common;
+  prefill_start_ = Clock::now();
+  SetState(SequenceState::kPrefilling);
+}
+
+model::Forward::Item Engine::Sequence::Input(int budget) {
+  model::Forward::Item item;
+  item.cache = &slot_->cache;
+  if (state_ == SequenceState::kDecoding) {
+    item.tokens = &next_token_;
+    item.n = 1;
+    item.logits = &logits_;
+    return item;
+  }
+  const size_t n = std::min<size_t>(prompt_.size() - prompt_at_, static_cast<size_t>(budget));
+  item.tokens = prompt_.data() + prompt_at_;
+  item.n = static_cast<int>(n);
+  // Only the prompt's last position needs the head.
+  item.logits = prompt_at_ + n == prompt_.size() ? &logits_ : nullptr;
+  return item;
+}
+
+void Engine::Sequence::Evaluated(const model::Forward::Item& item) {
+  if (!item.status.ok()) {
+    slot_->cache.Truncate(0);
+    if (state_ == SequenceState::kPrefilling) timings_.set_prefill_us(MicrosSince(prefill_start_));
+    Finish(v1::FINISH_ERROR, item.status);
+    return;
+  }
+  if (state_ == SequenceState::kPrefilling) {
+    prompt_at_ += item.n;
+    if (prompt_at_ < prompt_.size()) return;
+    timings_.set_prefill_us(MicrosSince(prefill_start_));
+    decode_start_ = Clock::now();
+    SetState(SequenceState::kDecoding);
+    if (max_tokens_ == 0) {
+      Conclude(v1::FINISH_LENGTH, false);
       return;
     }
   }
+  Decide(*item.logits);
+}
+
+void Engine::Sequence::Cancel() {
+  if (state_ == SequenceState::kDecoding) {
+    Conclude(v1::FINISH_CANCELLED, false);
+    return;
+  }
+  // Before or during the prefill: the prompt positions held are the work done.
+  if (state_ == SequenceState::kPrefilling) {
+    timings_.set_prefill_us(MicrosSince(prefill_start_));
+    usage_.set_prompt_tokens(static_cast<uint32_t>(slot_->cache.n_past()));
+  } else {
+    usage_.set_prompt_tokens(0);
+  }
+  Finish(v1::FINISH_CANCELLED, ReasonError("cancelled", "the request was cancelled"));
+}
+
+void Engine::Sequence::EmitAll() {
+  for (v1::StreamEvent& payload : out_) {
+    v1::StreamEvent e = Event();
+    e.MergeFrom(payload);
+    e.set_request_id(request_.request_id());
+    if (timings_.first_token_us() == 0) timings_.set_first_token_us(MicrosSince(start_));
+    emit_(std::move(e), usage_.completion_tokens());
+  }
+  out_.clear();
+}
+
+// Decoded text goes through the tool-call stream, which emits text and reasoning
+// deltas at once and complete, validated calls when their closing syntax arrives.
+void Engine::Sequence::SendText(size_t end) {
+  if (end <= emitted_ || !calls_status_.ok()) return;
+  calls_status_ = calls_->Feed(absl::string_view(text_).substr(emitted_, end - emitted_), &out_);
+  emitted_ = end;
+  EmitAll();
+}
+
+void Engine::Sequence::Decide(const std::vector<float>& logits) {
+  if (cancelled()) {
+    Conclude(v1::FINISH_CANCELLED, false);
+    return;
+  }
+  int32_t token;
+  if (bundle_.script) {
+    token = forced_next_ < forced_.size() ? forced_[forced_next_++] : bundle_.stop_ids.front();
+  } else {
+    token = sampler_->Sample(logits);
+  }
+  if (std::find(bundle_.stop_ids.begin(), bundle_.stop_ids.end(), token) != bundle_.stop_ids.end()) {
+    Conclude(v1::FINISH_STOP, false);
+    return;
+  }
+  usage_.set_completion_tokens(usage_.completion_tokens() + 1);
+  auto piece = decoder_->Push(token);
+  if (piece.ok()) text_ += *piece;
+  // Stop strings: end at the first occurrence; hold back a possible beginning of one.
+  if (longest_stop_ > 0) {
+    const size_t from = emitted_ > longest_stop_ ? emitted_ - longest_stop_ : 0;
+    size_t cut = std::string::npos;
+    for (const auto& stop : request_.stop()) {
+      if (stop.empty()) continue;
+      size_t at = text_.find(stop, from);
+      if (at != std::string::npos) cut = std::min(cut, at);
+    }
+    if (cut != std::string::npos) {
+      SendText(cut);
+      Conclude(v1::FINISH_STOP, /*hit_stop_string=*/true);
+      return;
+    }
+    SendText(text_.size() - HeldSuffix(text_, request_.stop()));
+  } else {
+    SendText(text_.size());
+  }
+  if (!calls_status_.ok() || ++step_ == max_tokens_) {  // an invalid call, or the cap
+    Conclude(v1::FINISH_LENGTH, false);
+    return;
+  }
+  next_token_ = token;
+}
+
+void Engine::Sequence::Conclude(v1::FinishReason reason, bool hit_stop_string) {
   if (!hit_stop_string && reason != v1::FINISH_CANCELLED) {
     // Held-back text that never became a stop string belongs to the output.
-    text += decoder.Finish();
-    send_text(text.size());
+    text_ += decoder_->Finish();
+    SendText(text_.size());
   }
-  if (calls_status.ok() && reason != v1::FINISH_CANCELLED) {
-    calls_status = (*calls)->Finish(&out);
-    emit_all();
+  if (calls_status_.ok() && reason != v1::FINISH_CANCELLED) {
+    calls_status_ = calls_->Finish(&out_);
+    EmitAll();
   }
-  timings.set_decode_us(MicrosSince(decode_start));
+  timings_.set_decode_us(MicrosSince(decode_start_));
   if (reason == v1::FINISH_CANCELLED) {
-    finish(reason, ReasonError("cancelled", "the request was cancelled"));
-  } else if (!calls_status.ok()) {
-    finish(v1::FINISH_ERROR, calls_status);
+    Finish(reason, ReasonError("cancelled", "the request was cancelled"));
+  } else if (!calls_status_.ok()) {
+    Finish(v1::FINISH_ERROR, calls_status_);
   } else {
-    if (reason == v1::FINISH_STOP && (*calls)->calls() > 0) reason = v1::FINISH_TOOL_CALLS;
-    finish(reason, absl::OkStatus());
+    if (reason == v1::FINISH_STOP && calls_->calls() > 0) reason = v1::FINISH_TOOL_CALLS;
+    Finish(reason, absl::OkStatus());
   }
+}
+
+Engine::Engine(const ServingBundle& bundle, int capacity, int slots, int threads)
+    : bundle_(bundle),
+      pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
+      forward_(*bundle.model, ForwardOptions(pool_.get())) {
+  for (int i = 0; i < std::max(1, slots); ++i) {
+    slots_.push_back(std::make_unique<Slot>(bundle.model->config(), capacity));
+  }
+}
+
+Engine::~Engine() = default;
+
+void Engine::Add(const v1::InferenceRequest& request, const std::atomic<bool>* cancel, Emit emit) {
+  sequences_.push_back(std::make_unique<Sequence>(bundle_, request, cancel, std::move(emit)));
+}
+
+Engine::Slot* Engine::PickSlot(const Sequence& sequence) {
+  Slot* best = nullptr;
+  size_t best_common = 0;
+  for (auto& slot : slots_) {
+    if (slot->busy || slot->principal != sequence.request().principal()) continue;
+    const auto& cached = slot->cache.tokens();
+    const auto& prompt = sequence.prompt();
+    size_t common = 0;
+    while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) ++common;
+    if (common > best_common) best = slot.get(), best_common = common;
+  }
+  if (best) return best;
+  for (auto& slot : slots_) {
+    if (slot->busy) continue;
+    const bool empty = slot->cache.n_past() == 0;
+    if (!best || (empty && best->cache.n_past() > 0) ||
+        (empty == (best->cache.n_past() == 0) && slot->last_used < best->last_used)) {
+      best = slot.get();
+    }
+  }
+  return best;
+}
+
+void Engine::Step() {
+  ++clock_;
+  // Admission, in the order requests came; a request without a slot waits, and so do
+  // the ones behind it.
+  for (auto& s : sequences_) {
+    if (s->state() != SequenceState::kWaiting) continue;
+    if (!s->admitted() && !s->Admit(slots_.front()->cache.capacity())) continue;
+    Slot* slot = PickSlot(*s);
+    if (!slot) break;
+    slot->busy = true;
+    s->Attach(slot);
+  }
+  // Cancellation, then the pass: the decoding sequences first (one row each), then
+  // prompt chunks in arrival order within the budget.
+  std::vector<Sequence*> batch;
+  std::vector<model::Forward::Item> items;
+  int budget = kMaxBatchTokens;
+  for (int pass = 0; pass < 2; ++pass) {
+    const SequenceState wanted = pass == 0 ? SequenceState::kDecoding : SequenceState::kPrefilling;
+    for (size_t i = 0; i < sequences_.size(); ++i) {
+      Sequence& s = *sequences_[i];
+      if (s.cancelled() && s.state() != SequenceState::kFinished) s.Cancel();
+      if (s.state() != wanted || budget == 0) continue;
+      items.push_back(s.Input(budget));
+      budget -= items.back().n;
+      batch.push_back(&s);
+    }
+  }
+  if (!items.empty()) forward_.Eval(&items);
+  for (size_t i = 0; i < items.size(); ++i) batch[i]->Evaluated(items[i]);
+  // The finished leave; their slots keep their caches for the next request.
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if ((*it)->state() != SequenceState::kFinished) {
+      ++it;
+      continue;
+    }
+    if (Slot* slot = (*it)->slot()) {
+      slot->busy = false;
+      slot->last_used = clock_;
+    }
+    it = sequences_.erase(it);
+  }
+}
+
+void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& cancel, const Emit& emit) {
+  bool ended = false;
+  Add(request, &cancel, [&](v1::StreamEvent e, uint32_t completion_tokens) {
+    if (e.has_terminal()) ended = true;
+    emit(std::move(e), completion_tokens);
+  });
+  while (!ended) Step();
+}
+
+int Engine::cached_tokens() const {
+  int n = 0;
+  for (const auto& slot : slots_) n += slot->cache.n_past();
+  return n;
+}
+
+size_t Engine::kv_bytes() const {
+  size_t n = 0;
+  for (const auto& slot : slots_) n += slot->cache.Bytes();
+  return n;
 }
 
 }  // namespace gantry::server

@@ -74,7 +74,7 @@ class EngineTest : public ::testing::Test {
   static Result Run(Engine& engine, const v1::InferenceRequest& request, bool cancel = false) {
     Result result;
     std::atomic<bool> flag{cancel};
-    engine.Run(request, flag, [&](v1::StreamEvent e) {
+    engine.Run(request, flag, [&](v1::StreamEvent e, uint32_t) {
       result.seqs.push_back(e.seq());
       if (e.has_text()) result.text += e.text().text();
       if (e.has_terminal()) {
@@ -220,7 +220,7 @@ TEST_F(EngineTest, DeclaredProtocolToolCallIsParsedValidatedAndIdentified) {
   std::vector<v1::StreamEvent> events;
   std::atomic<bool> cancel{false};
   engine.Run(WeatherRequest("What is the weather in Paris?"), cancel,
-             [&](v1::StreamEvent e) { events.push_back(std::move(e)); });
+             [&](v1::StreamEvent e, uint32_t) { events.push_back(std::move(e)); });
   ASSERT_FALSE(events.empty());
   std::string text;
   int calls = 0;
@@ -247,7 +247,7 @@ TEST_F(EngineTest, ToolCallViolatingTheSchemaIsAnErrorNeverAPartialCall) {
   std::vector<v1::StreamEvent> events;
   std::atomic<bool> cancel{false};
   engine.Run(WeatherRequest("weather with bad arguments"), cancel,
-             [&](v1::StreamEvent e) { events.push_back(std::move(e)); });
+             [&](v1::StreamEvent e, uint32_t) { events.push_back(std::move(e)); });
   for (const auto& e : events) EXPECT_FALSE(e.has_tool_call());
   ASSERT_TRUE(events.back().has_terminal());
   EXPECT_EQ(events.back().terminal().finish_reason(), v1::FINISH_ERROR);
@@ -263,7 +263,7 @@ TEST_F(EngineTest, ToolCallViolatingTheSchemaIsAnErrorNeverAPartialCall) {
 TEST_F(EngineTest, CancelledRunsTerminalCarriesTheUsageItEvaluated) {
   struct Cut {
     v1::Terminal terminal;
-    uint32_t generated_at_cancel = 0;  // Engine::completion_tokens() when cancelled
+    uint32_t generated_at_cancel = 0;  // the running count emitted with the cut event
     int output_events = 0;
     int reasoning_events = 0;
   };
@@ -272,7 +272,7 @@ TEST_F(EngineTest, CancelledRunsTerminalCarriesTheUsageItEvaluated) {
                     const std::function<bool(const v1::StreamEvent&)>& cut_at) {
     Cut cut;
     std::atomic<bool> cancel{false};
-    engine.Run(request, cancel, [&](v1::StreamEvent e) {
+    engine.Run(request, cancel, [&](v1::StreamEvent e, uint32_t completion_tokens) {
       if (e.has_terminal()) {
         cut.terminal = e.terminal();
         return;
@@ -280,7 +280,7 @@ TEST_F(EngineTest, CancelledRunsTerminalCarriesTheUsageItEvaluated) {
       ++cut.output_events;
       if (e.has_reasoning()) ++cut.reasoning_events;
       if (!cancel && cut_at(e)) {
-        cut.generated_at_cancel = engine.completion_tokens();
+        cut.generated_at_cancel = completion_tokens;
         cancel = true;
       }
     });
@@ -337,6 +337,78 @@ TEST_F(EngineTest, NoMessagesIsInvalidRequestBeforeRendering) {
   EXPECT_EQ(result.terminal.finish_reason(), v1::FINISH_ERROR);
   EXPECT_EQ(result.terminal.status().reason(), "invalid_request");
   EXPECT_EQ(result.terminals, 1);
+}
+
+// Eight requests at once on an engine of eight slots (one forward pass per step for
+// all of them, four joining while the first four decode) produce, with greedy
+// sampling, exactly the text and token counts each produces alone; each still ends
+// with one terminal, its own events in order.
+TEST_F(EngineTest, BatchedRequestsProduceWhatEachProducesAlone) {
+  constexpr int kRequests = 8;
+  std::vector<v1::InferenceRequest> requests;
+  for (int i = 0; i < kRequests; ++i) {
+    v1::InferenceRequest r = Request(std::string("Story number ") + std::to_string(i) + std::string(i, '!') +
+                                         " about a " + (i % 2 ? "cat" : "lighthouse keeper"),
+                                     10 + i);
+    r.set_request_id("req_" + std::to_string(i));
+    r.set_principal(i % 3 ? "alice" : "bob");
+    r.mutable_sampling()->set_temperature(0.0f);
+    requests.push_back(r);
+  }
+  std::vector<Result> alone;
+  for (const auto& r : requests) {
+    Engine engine(sampled_->serving(), 256);
+    alone.push_back(Run(engine, r));
+  }
+  Engine batched(sampled_->serving(), 256, kRequests, 2);
+  std::vector<Result> together(kRequests);
+  std::atomic<bool> no{false};
+  auto add = [&](int i) {
+    batched.Add(requests[i], &no, [&together, i](v1::StreamEvent e, uint32_t) {
+      together[i].seqs.push_back(e.seq());
+      if (e.has_text()) together[i].text += e.text().text();
+      if (e.has_terminal()) {
+        together[i].terminal = e.terminal();
+        ++together[i].terminals;
+      }
+    });
+  };
+  for (int i = 0; i < 4; ++i) add(i);
+  batched.Step();
+  batched.Step();
+  for (int i = 4; i < kRequests; ++i) add(i);
+  int steps = 0;
+  while (batched.active() > 0 && steps++ < 1000) batched.Step();
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(together[i].terminals, 1) << i;
+    EXPECT_EQ(together[i].text, alone[i].text) << i;
+    EXPECT_EQ(together[i].terminal.usage().completion_tokens(), alone[i].terminal.usage().completion_tokens()) << i;
+    EXPECT_EQ(together[i].terminal.usage().prompt_ids_sha256(), alone[i].terminal.usage().prompt_ids_sha256());
+    EXPECT_EQ(together[i].terminal.finish_reason(), alone[i].terminal.finish_reason()) << i;
+    for (size_t k = 0; k < together[i].seqs.size(); ++k) EXPECT_EQ(together[i].seqs[k], k);
+  }
+  EXPECT_GT(alone[7].terminal.usage().completion_tokens(), 0u);
+}
+
+// With several slots, a principal's next turn finds its own cache even after another
+// principal used a slot in between, and another principal never gets it.
+TEST_F(EngineTest, APrincipalsNextTurnFindsItsCacheAmongTheSlots) {
+  Engine engine(scripted_->serving(), 512, /*slots=*/2);
+  v1::InferenceRequest alice = Request("What is the capital of France?");
+  v1::InferenceRequest bob = Request("count");
+  bob.set_principal("bob");
+  Result first = Run(engine, alice);
+  EXPECT_EQ(first.terminal.usage().cached_prompt_tokens(), 0u);
+  EXPECT_EQ(Run(engine, bob).terminal.usage().cached_prompt_tokens(), 0u);
+  v1::InferenceRequest mallory = alice;
+  mallory.set_principal("mallory");
+  EXPECT_EQ(Run(engine, mallory).terminal.usage().cached_prompt_tokens(), 0u);  // evicts the LRU: alice's
+  Result bob_again = Run(engine, bob);
+  EXPECT_EQ(bob_again.terminal.usage().cached_prompt_tokens(), bob_again.terminal.usage().prompt_tokens() - 1);
+  v1::InferenceRequest mallory_again = mallory;
+  Result m = Run(engine, mallory_again);
+  EXPECT_EQ(m.terminal.usage().cached_prompt_tokens(), m.terminal.usage().prompt_tokens() - 1);
+  EXPECT_EQ(m.text, first.text);
 }
 
 }  // namespace

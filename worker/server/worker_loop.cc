@@ -37,7 +37,7 @@ struct Job {
   std::atomic<bool> cancel{false};
 };
 
-// Executor -> socket thread over inproc: one byte, 'P' (a PARTIAL body follows) or 'F' (a
+// Scheduler -> socket thread over inproc: one byte, 'P' (a PARTIAL body follows) or 'F' (a
 // FINAL body follows), then the serialized message.
 constexpr char kOutboxPartial = 'P';
 constexpr char kOutboxFinal = 'F';
@@ -52,7 +52,7 @@ struct WorkerLoop::Impl {
   std::deque<std::shared_ptr<Job>> pending;
   std::map<std::string, std::shared_ptr<Job>> active;  // queued or running, by request id
   bool shutting_down = false;
-  std::vector<std::thread> executors;
+  std::thread scheduler;
 };
 
 WorkerLoop::WorkerLoop(WorkerOptions options, const ServingBundle& bundle)
@@ -72,61 +72,60 @@ WorkerLoop::~WorkerLoop() {
     for (auto& [id, job] : impl_->active) job->cancel = true;
   }
   impl_->cv.notify_all();
-  for (auto& t : impl_->executors) {
-    if (t.joinable()) t.join();
-  }
+  if (impl_->scheduler.joinable()) impl_->scheduler.join();
 }
 
 void WorkerLoop::Run() {
   Impl& m = *impl_;
   zmq::socket_t pull(m.context, zmq::socket_type::pull);
   pull.bind(m.outbox);
-  // Executors: each owns an Engine (its slot's KV cache) and a PUSH socket.
-  for (int slot = 0; slot < options_.slots; ++slot) {
-    m.executors.emplace_back([this, slot, &m] {
-      zmq::socket_t push(m.context, zmq::socket_type::push);
-      push.set(zmq::sockopt::linger, 1000);
-      push.connect(m.outbox);
-      Engine engine(bundle_, options_.capacity_per_slot, options_.threads_per_slot);
-      for (;;) {
-        std::shared_ptr<Job> job;
-        {
-          std::unique_lock<std::mutex> lock(m.mu);
-          m.cv.wait(lock, [&] { return m.shutting_down || !m.pending.empty(); });
-          if (m.shutting_down && m.pending.empty()) return;
-          job = m.pending.front();
+  // The scheduler: one thread owns the Engine (every slot's KV cache, one forward pass
+  // per step for all requests in flight) and a PUSH socket. Requests join between steps.
+  m.scheduler = std::thread([this, &m] {
+    zmq::socket_t push(m.context, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, 1000);
+    push.connect(m.outbox);
+    Engine engine(bundle_, options_.capacity_per_slot, options_.slots, options_.threads);
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(m.mu);
+        m.cv.wait(lock, [&] { return m.shutting_down || !m.pending.empty() || engine.active() > 0; });
+        if (m.shutting_down && m.pending.empty() && engine.active() == 0) return;
+        while (!m.pending.empty()) {
+          std::shared_ptr<Job> job = m.pending.front();
           m.pending.pop_front();
-        }
-        Log(LogLevel::kDebug, "worker.request.start", {{"request_id", job->request.request_id()},
-                                                       {"slot", std::to_string(slot)}});
-        engine.Run(job->request, job->cancel, [&](v1::StreamEvent e) {
-          // Each event travels as its own PARTIAL (with the running count of tokens
-          // generated, what the router charges if this worker is lost) or as the FINAL.
-          std::string bytes;
-          if (e.has_terminal()) {
-            v1::Final final_message;
-            final_message.set_request_id(e.request_id());
-            *final_message.mutable_terminal() = std::move(e);
-            bytes = kOutboxFinal + final_message.SerializeAsString();
-          } else {
-            v1::Partial partial;
-            partial.set_request_id(e.request_id());
-            *partial.add_events() = std::move(e);
-            partial.set_completion_tokens(engine.completion_tokens());
-            bytes = kOutboxPartial + partial.SerializeAsString();
-          }
-          for (;;) {
-            try {
-              push.send(zmq::buffer(bytes), zmq::send_flags::none);
-              break;
-            } catch (const zmq::error_t& err) {
-              if (err.num() != EINTR) break;  // the context is closing: nobody to tell
+          Log(LogLevel::kDebug, "worker.request.start", {{"request_id", job->request.request_id()}});
+          // The closure holds the job (and its cancel flag) until the request ends.
+          engine.Add(job->request, &job->cancel, [job, &push](v1::StreamEvent e, uint32_t completion_tokens) {
+            // Each event travels as its own PARTIAL (with the running count of tokens
+            // generated, what the router charges if this worker is lost) or as the FINAL.
+            std::string bytes;
+            if (e.has_terminal()) {
+              v1::Final final_message;
+              final_message.set_request_id(e.request_id());
+              *final_message.mutable_terminal() = std::move(e);
+              bytes = kOutboxFinal + final_message.SerializeAsString();
+            } else {
+              v1::Partial partial;
+              partial.set_request_id(e.request_id());
+              *partial.add_events() = std::move(e);
+              partial.set_completion_tokens(completion_tokens);
+              bytes = kOutboxPartial + partial.SerializeAsString();
             }
-          }
-        });
+            for (;;) {
+              try {
+                push.send(zmq::buffer(bytes), zmq::send_flags::none);
+                break;
+              } catch (const zmq::error_t& err) {
+                if (err.num() != EINTR) break;  // the context is closing: nobody to tell
+              }
+            }
+          });
+        }
       }
-    });
-  }
+      engine.Step();
+    }
+  });
 
   // The state machine of worker_state.h: every event goes through NextWorkerState, and
   // every change of state is logged under the spec's names.
@@ -276,7 +275,7 @@ void WorkerLoop::Run() {
         on(WorkerEvent::kRouterLost, "poll failed");
         continue;
       }
-      // Events from executors: PARTIAL per event, FINAL for the terminal one.
+      // Events from the scheduler: PARTIAL per event, FINAL for the terminal one.
       if (monitor && (items[2].revents & ZMQ_POLLIN)) monitor->Drain();
       if (items[1].revents & ZMQ_POLLIN) {
         for (;;) {

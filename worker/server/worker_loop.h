@@ -1,6 +1,7 @@
 // The worker side of GNTW/1 (docs/protocol.md, "Worker protocol"): connects a DEALER
 // to the router, announces READY with the bundle identity and capacity, answers
-// REQUESTs on `slots` executor threads (one Engine each), streams PARTIALs (each with the
+// REQUESTs with one Engine (engine.h: up to `slots` requests in one batch, on a
+// scheduler thread), streams PARTIALs (each with the
 // running count of tokens generated) and one FINAL per request (its usage: the work done,
 // also when cancelled), honours CANCEL between decode steps and between prefill chunks,
 // heartbeats both ways, and
@@ -14,7 +15,7 @@
 // no_worker, the ones in flight finish, or are cancelled at drain_timeout_ms) ->
 // DISCONNECT -> GONE.
 //
-// Threading: Run() owns the DEALER socket; executors send their events to it over an
+// Threading: Run() owns the DEALER socket; the scheduler sends its events to it over an
 // inproc PUSH/PULL pair (ZeroMQ sockets are never shared between threads).
 // Stop() may be called from any thread (a signal handler's thread included).
 #ifndef GANTRY_WORKER_SERVER_WORKER_LOOP_H_
@@ -34,8 +35,8 @@ struct WorkerOptions {
   std::string router_endpoint;   // e.g. "tcp://127.0.0.1:5555"
   std::string worker_id;         // default: "<host>/<pid>/<random>"
   int slots = 1;
-  int capacity_per_slot = 0;     // tokens of KV cache per slot; 0: the bundle's context
-  int threads_per_slot = 1;      // forward-pass threads of each slot
+  int capacity_per_slot = 0;     // tokens of KV cache per slot (must be > 0)
+  int threads = 1;               // forward-pass threads of the whole worker
   int heartbeat_interval_ms = 1000;
   int liveness = 3;
   // DRAINING: how long requests in flight may take to finish after Stop().

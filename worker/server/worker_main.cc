@@ -4,7 +4,10 @@
 //                 [--script FILE] [--worker-id ID]
 //                 [--curve-key FILE --router-key FILE]
 // Refuses to start when any pinned hash of the bundle does not match (exit 1, naming
-// the file and both hashes). --script selects the scripted sampler, a test double.
+// the file and both hashes). --slots N: requests served at once, in one batch (each
+// slot a KV cache of --capacity tokens, the bundle's context by default); --threads T:
+// threads of the worker's forward pass (the machine's cores by default). --script
+// selects the scripted sampler, a test double.
 // --curve-key (this worker's secret key, mode 0600) and --router-key (the router's
 // public key) make the connection CURVE-encrypted, for a router on another host.
 #include <csignal>
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
     else if (a == "--curve-key") curve_key = v;
     else if (a == "--router-key") router_key = v;
     else if (a == "--slots") ok = absl::SimpleAtoi(v, &options.slots) && options.slots > 0 && options.slots <= 64;
-    else if (a == "--threads") ok = (threads_set = true) && absl::SimpleAtoi(v, &options.threads_per_slot) && options.threads_per_slot > 0 && options.threads_per_slot <= 256;
+    else if (a == "--threads") ok = (threads_set = true) && absl::SimpleAtoi(v, &options.threads) && options.threads > 0 && options.threads <= 256;
     else if (a == "--capacity") ok = absl::SimpleAtoi(v, &options.capacity_per_slot) && options.capacity_per_slot > 0;
     else if (a == "--drain-seconds") {
       int seconds = 0;
@@ -84,9 +87,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!threads_set) {
-    // The machine's cores, shared between the slots.
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    options.threads_per_slot = std::max(1, cores / options.slots);
+    // The machine's cores, for the one forward pass all slots share.
+    options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   const auto& identity = (*loaded)->serving().identity;
   // Each slot holds the bundle's whole context unless --capacity asks for less.

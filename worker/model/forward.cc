@@ -1,0 +1,374 @@
+#include "worker/model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+
+#include "absl/strings/str_cat.h"
+#include "common/error_codes.h"
+#include "worker/kernels/kernels.h"
+
+namespace gantry::model {
+
+using kernels::ParallelFor;
+
+namespace {
+
+// Query rows per attention tile: their scores over all visible positions stay in L2.
+constexpr int kAttentionBlock = 64;
+// Weight rows per unit of work when a product is split across threads (a multiple of
+// the kernels' row tile).
+constexpr int kRowGrain = 16;
+
+void AddBias(float* y, const std::vector<float>& b) {
+  for (size_t i = 0; i < b.size(); ++i) y[i] += b[i];
+}
+
+kernels::Matrix FloatMatrix(const float* data, int rows, int cols, size_t row_floats) {
+  kernels::Matrix m;
+  m.data = reinterpret_cast<const uint8_t*>(data);
+  m.type = gguf::TensorType::kF32;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = row_floats * sizeof(float);
+  return m;
+}
+
+}  // namespace
+
+KvCache::KvCache(const ModelConfig& c, int capacity)
+    : capacity_(capacity), kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim) {
+  k_.resize(static_cast<size_t>(c.n_layer) * capacity * kv_dim_);
+  vt_.resize(k_.size());
+}
+
+void KvCache::Truncate(int n) {
+  if (n < n_past()) tokens_.resize(std::max(0, n));
+}
+
+// One output of Project(): y (rows of ldy floats) = x W^T.
+struct Forward::Projection {
+  const kernels::Matrix* w;
+  float* y;
+  size_t ldy;
+};
+
+Forward::Forward(const Model& model, const Options& options)
+    : model_(model), c_(model.config()), options_(options) {}
+
+void Forward::Eval(std::vector<Item>* items) {
+  std::vector<Item*> valid;
+  int rows = 0, max_capacity = 0;
+  for (Item& item : *items) {
+    item.status = absl::OkStatus();
+    if (item.n <= 0 || item.cache == nullptr) {
+      item.status = absl::InvalidArgumentError("no tokens to evaluate");
+      continue;
+    }
+    if (item.cache->n_past() + static_cast<int64_t>(item.n) > item.cache->capacity()) {
+      item.status = ReasonError("context_length_exceeded",
+                                absl::StrCat(item.cache->n_past(), " + ", item.n,
+                                             " tokens exceed the capacity of ", item.cache->capacity()));
+      continue;
+    }
+    for (int i = 0; i < item.n && item.status.ok(); ++i) {
+      const int32_t t = item.tokens[i];
+      if (t < 0 || t >= c_.n_vocab) {
+        item.status = ReasonError("invalid_request", absl::StrCat("token id ", t, " is outside the vocabulary"));
+      }
+    }
+    if (!item.status.ok()) continue;
+    // One cache, one item: two items of a pass writing one cache would race.
+    for (const Item* other : valid) {
+      if (other->cache == item.cache) item.status = absl::InvalidArgumentError("a cache appears twice in one pass");
+    }
+    if (!item.status.ok()) continue;
+    if (item.logits) item.logits->assign(c_.n_vocab, 0.0f);
+    valid.push_back(&item);
+    rows += item.n;
+    max_capacity = std::max(max_capacity, item.cache->capacity());
+  }
+  if (valid.empty()) return;
+  if (options_.reference) {
+    Reserve(1, max_capacity);
+    for (Item* item : valid) {
+      for (int i = 0; i < item->n; ++i) {
+        float* logits = i + 1 == item->n && item->logits ? item->logits->data() : nullptr;
+        ForwardReference(item->cache, item->tokens[i], item->cache->n_past(), logits);
+        item->cache->tokens_.push_back(item->tokens[i]);
+      }
+    }
+    return;
+  }
+  Reserve(rows, max_capacity);
+  rows_.clear();
+  for (Item* item : valid) {
+    for (int i = 0; i < item->n; ++i) rows_.push_back({item->cache, item->cache->n_past() + i});
+  }
+  ForwardRows(valid);
+  for (Item* item : valid) item->cache->tokens_.insert(item->cache->tokens_.end(), item->tokens, item->tokens + item->n);
+}
+
+void Forward::Reserve(int n, int max_capacity) {
+  const int threads = options_.pool ? options_.pool->size() : 1;
+  if (max_capacity > capacity_reserved_) {
+    capacity_reserved_ = max_capacity;
+    scores_.resize(static_cast<size_t>(threads) * kAttentionBlock * capacity_reserved_);
+  }
+  if (n <= rows_reserved_) return;
+  rows_reserved_ = n;
+  const size_t q_dim = static_cast<size_t>(c_.n_head) * c_.head_dim;
+  const size_t kv_dim = static_cast<size_t>(c_.n_head_kv) * c_.head_dim;
+  x_.resize(n * static_cast<size_t>(c_.n_embd));
+  xb_.resize(x_.size());
+  q_.resize(n * q_dim);
+  att_out_.resize(q_.size());
+  k_.resize(n * kv_dim);
+  v_.resize(k_.size());
+  gate_.resize(n * static_cast<size_t>(c_.n_ff));
+  up_.resize(gate_.size());
+  rope_cs_.resize(n * static_cast<size_t>(c_.head_dim));
+  const int widest = std::max({c_.n_embd, c_.n_ff, static_cast<int>(q_dim)});
+  size_t prepared_row = 0;
+  for (gguf::TensorType t : {gguf::TensorType::kF32, gguf::TensorType::kQ8_0, gguf::TensorType::kQ4_K}) {
+    prepared_row = std::max(prepared_row, kernels::PreparedRowBytes(t, widest));
+  }
+  prepared_.resize(n * prepared_row);
+}
+
+void Forward::Project(const float* x, int cols, int n, std::initializer_list<Projection> outputs) {
+  const kernels::KernelSet& k = kernels::Kernels();
+  const Projection* first = outputs.begin();
+  while (first != outputs.end()) {
+    // Outputs of one weight type share one preparation of x.
+    const gguf::TensorType type = first->w->type;
+    const Projection* last = first;
+    int rows = 0;
+    while (last != outputs.end() && last->w->type == type) rows += (last++)->w->rows;
+    const size_t stride = kernels::PreparedRowBytes(type, cols);
+    ParallelFor(options_.pool, n, 1, [&](int begin, int end, int) {
+      k.prepare(type, x + static_cast<size_t>(begin) * cols, cols, end - begin, cols,
+                prepared_.data() + begin * stride);
+    });
+    // The rows of all outputs as one range, split evenly across threads.
+    ParallelFor(options_.pool, rows, kRowGrain, [&](int begin, int end, int) {
+      int offset = 0;
+      for (const Projection* p = first; p != last; ++p) {
+        const int lo = std::max(begin, offset) - offset;
+        const int hi = std::min(end, offset + p->w->rows) - offset;
+        if (lo < hi) k.matmul(*p->w, prepared_.data(), stride, n, p->y, p->ldy, lo, hi);
+        offset += p->w->rows;
+      }
+    });
+    first = last;
+  }
+}
+
+void Forward::ForwardRows(const std::vector<Item*>& items) {
+  const int n = static_cast<int>(rows_.size());
+  const int E = c_.n_embd, hd = c_.head_dim, ff = c_.n_ff;
+  const int q_dim = c_.n_head * hd, kv_dim = c_.n_head_kv * hd;
+  float* x = x_.data();   // [n][E], the residual stream
+  float* xb = xb_.data();  // [n][E]
+  {
+    int r = 0;
+    for (const Item* item : items) {
+      for (int i = 0; i < item->n; ++i, ++r) kernels::DecodeMatrixRow(model_.token_embedding(), item->tokens[i], x + r * E);
+    }
+  }
+  for (int r = 0; r < n; ++r) kernels::RopeAngles(rope_cs_.data() + r * hd, hd, rows_[r].pos, c_.rope_base);
+
+  for (int l = 0; l < c_.n_layer; ++l) {
+    const LayerWeights& w = model_.layers()[l];
+    // Attention: q, k, v of every row; k and v into the row's cache; attention; output.
+    ParallelFor(options_.pool, n, 1, [&](int begin, int end, int) {
+      for (int t = begin; t < end; ++t) {
+        kernels::RmsNorm(xb + t * E, x + t * E, w.attn_norm.data(), E, c_.rms_eps);
+      }
+    });
+    Project(xb, E, n, {{&w.wq, q_.data(), size_t(q_dim)}, {&w.wk, k_.data(), size_t(kv_dim)},
+                       {&w.wv, v_.data(), size_t(kv_dim)}});
+    ParallelFor(options_.pool, n, 1, [&](int begin, int end, int) {
+      for (int t = begin; t < end; ++t) {
+        float* q = q_.data() + t * q_dim;
+        float* k = k_.data() + t * kv_dim;
+        float* v = v_.data() + t * kv_dim;
+        const float* cs = rope_cs_.data() + t * hd;
+        AddBias(q, w.bq);
+        AddBias(k, w.bk);
+        AddBias(v, w.bv);
+        for (int h = 0; h < c_.n_head; ++h) {
+          if (c_.qk_norm) kernels::RmsNorm(q + h * hd, q + h * hd, w.q_norm.data(), hd, c_.rms_eps);
+          kernels::RopeApply(q + h * hd, hd, cs, c_.rope_mode);
+        }
+        for (int h = 0; h < c_.n_head_kv; ++h) {
+          if (c_.qk_norm) kernels::RmsNorm(k + h * hd, k + h * hd, w.k_norm.data(), hd, c_.rms_eps);
+          kernels::RopeApply(k + h * hd, hd, cs, c_.rope_mode);
+        }
+        KvCache& cache = *rows_[t].cache;
+        const size_t cap = cache.capacity_, pos = rows_[t].pos;
+        float* k_layer = cache.k_.data() + static_cast<size_t>(l) * cap * kv_dim;
+        float* vt_layer = cache.vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
+        std::copy(k, k + kv_dim, k_layer + pos * kv_dim);
+        for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = v[i];
+      }
+    });
+    Attention(l, items);
+    Project(att_out_.data(), q_dim, n, {{&w.wo, xb, size_t(E)}});
+    for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x[i] += xb[i];
+
+    // Feed-forward (SwiGLU).
+    ParallelFor(options_.pool, n, 1, [&](int begin, int end, int) {
+      for (int t = begin; t < end; ++t) {
+        kernels::RmsNorm(xb + t * E, x + t * E, w.ffn_norm.data(), E, c_.rms_eps);
+      }
+    });
+    Project(xb, E, n, {{&w.w_gate, gate_.data(), size_t(ff)}, {&w.w_up, up_.data(), size_t(ff)}});
+    ParallelFor(options_.pool, n * ff, 256, [&](int begin, int end, int) {
+      kernels::Kernels().swiglu(gate_.data() + begin, gate_.data() + begin, up_.data() + begin, end - begin);
+    });
+    Project(gate_.data(), ff, n, {{&w.w_down, xb, size_t(E)}});
+    for (size_t i = 0; i < static_cast<size_t>(n) * E; ++i) x[i] += xb[i];
+  }
+  // The head, for the last row of each item that wants logits, as one product.
+  std::vector<const Item*> wanted;
+  int r = 0;
+  for (const Item* item : items) {
+    r += item->n;
+    if (!item->logits) continue;
+    const int m = static_cast<int>(wanted.size());
+    kernels::RmsNorm(xb + static_cast<size_t>(m) * E, x + static_cast<size_t>(r - 1) * E,
+                     model_.output_norm().data(), E, c_.rms_eps);
+    wanted.push_back(item);
+  }
+  if (wanted.empty()) return;
+  const size_t V = c_.n_vocab;
+  if (logits_.size() < wanted.size() * V) logits_.resize(wanted.size() * V);
+  Project(xb, E, static_cast<int>(wanted.size()), {{&model_.output(), logits_.data(), V}});
+  for (size_t m = 0; m < wanted.size(); ++m) {
+    std::copy(logits_.begin() + m * V, logits_.begin() + (m + 1) * V, wanted[m]->logits->begin());
+  }
+}
+
+// Per item, head and block of its query rows: scores = q K^T over the positions the
+// block's last row sees, scaled and softmaxed per row up to its own position (the
+// causal mask: later positions get weight 0), then out = scores V, as a product with
+// V's transposed rows. The tasks of all items are one parallel region.
+void Forward::Attention(int layer, const std::vector<Item*>& items) {
+  const kernels::KernelSet& k = kernels::Kernels();
+  const int hd = c_.head_dim;
+  const int q_dim = c_.n_head * hd, kv_dim = c_.n_head_kv * hd;
+  const int group = c_.n_head / c_.n_head_kv;
+  const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
+  // first_task[i]: the first task of item i; first_row[i]: its first row in the pass.
+  std::vector<int> first_task(items.size() + 1, 0), first_row(items.size(), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int blocks = (items[i]->n + kAttentionBlock - 1) / kAttentionBlock;
+    first_task[i + 1] = first_task[i] + c_.n_head * blocks;
+    if (i > 0) first_row[i] = first_row[i - 1] + items[i - 1]->n;
+  }
+  const size_t ld = capacity_reserved_;  // row stride of a thread's scores
+  ParallelFor(options_.pool, first_task.back(), 1, [&](int begin, int end, int thread) {
+    float* scores = scores_.data() + static_cast<size_t>(thread) * kAttentionBlock * ld;
+    size_t i = 0;
+    for (int task = begin; task < end; ++task) {
+      while (task >= first_task[i + 1]) ++i;
+      const Item& item = *items[i];
+      const KvCache& cache = *item.cache;
+      const size_t cap = cache.capacity_;
+      const int pos0 = cache.n_past();
+      const int blocks = (item.n + kAttentionBlock - 1) / kAttentionBlock;
+      const int local = task - first_task[i];
+      const int h = local / blocks, kvh = h / group;
+      const int t0 = (local % blocks) * kAttentionBlock, t1 = std::min(item.n, t0 + kAttentionBlock);
+      const int visible = pos0 + t1;
+      const float* k_layer = cache.k_.data() + static_cast<size_t>(layer) * cap * kv_dim;
+      const float* vt_layer = cache.vt_.data() + static_cast<size_t>(layer) * cap * kv_dim;
+      const kernels::Matrix keys = FloatMatrix(k_layer + kvh * hd, visible, hd, kv_dim);
+      const size_t row0 = static_cast<size_t>(first_row[i] + t0);
+      const float* q = q_.data() + row0 * q_dim + h * hd;
+      k.matmul(keys, reinterpret_cast<const uint8_t*>(q), q_dim * sizeof(float), t1 - t0, scores, ld, 0, visible);
+      for (int t = t0; t < t1; ++t) {
+        float* row = scores + static_cast<size_t>(t - t0) * ld;
+        const int seen = pos0 + t + 1;
+        for (int p = 0; p < seen; ++p) row[p] *= inv_sqrt_hd;
+        k.softmax(row, seen);
+        std::fill(row + seen, row + visible, 0.0f);
+      }
+      const kernels::Matrix values = FloatMatrix(vt_layer + static_cast<size_t>(kvh) * hd * cap, hd, visible, cap);
+      k.matmul(values, reinterpret_cast<const uint8_t*>(scores), ld * sizeof(float), t1 - t0,
+               att_out_.data() + row0 * q_dim + h * hd, q_dim, 0, hd);
+    }
+  });
+}
+
+void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* logits) {
+  using kernels::MatVecRowsReference;
+  auto matvec = [](const kernels::Matrix& w, const float* x, float* y) { MatVecRowsReference(w, x, y, 0, w.rows); };
+  const int hd = c_.head_dim;
+  const int kv_dim = c_.n_head_kv * hd;
+  const int group = c_.n_head / c_.n_head_kv;
+  const size_t cap = cache->capacity_;
+  const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
+  float* x = x_.data();
+  float* xb = xb_.data();
+  std::vector<float> att(pos + 1);
+  kernels::DecodeMatrixRow(model_.token_embedding(), token, x);
+
+  for (int l = 0; l < c_.n_layer; ++l) {
+    const LayerWeights& w = model_.layers()[l];
+    // Attention.
+    kernels::RmsNorm(xb, x, w.attn_norm.data(), c_.n_embd, c_.rms_eps);
+    matvec(w.wq, xb, q_.data());
+    matvec(w.wk, xb, k_.data());
+    matvec(w.wv, xb, v_.data());
+    AddBias(q_.data(), w.bq);
+    AddBias(k_.data(), w.bk);
+    AddBias(v_.data(), w.bv);
+    for (int h = 0; h < c_.n_head; ++h) {
+      float* qh = q_.data() + h * hd;
+      if (c_.qk_norm) kernels::RmsNorm(qh, qh, w.q_norm.data(), hd, c_.rms_eps);
+      kernels::Rope(qh, hd, pos, c_.rope_base, c_.rope_mode);
+    }
+    for (int h = 0; h < c_.n_head_kv; ++h) {
+      float* kh = k_.data() + h * hd;
+      if (c_.qk_norm) kernels::RmsNorm(kh, kh, w.k_norm.data(), hd, c_.rms_eps);
+      kernels::Rope(kh, hd, pos, c_.rope_base, c_.rope_mode);
+    }
+    float* k_layer = cache->k_.data() + static_cast<size_t>(l) * cap * kv_dim;
+    float* vt_layer = cache->vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
+    std::copy(k_.begin(), k_.begin() + kv_dim, k_layer + static_cast<size_t>(pos) * kv_dim);
+    for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = v_[i];
+    for (int h = 0; h < c_.n_head; ++h) {
+      const float* qh = q_.data() + h * hd;
+      const int kvh = h / group;
+      for (int t = 0; t <= pos; ++t) {
+        const float* kt = k_layer + static_cast<size_t>(t) * kv_dim + kvh * hd;
+        float s = 0;
+        for (int i = 0; i < hd; ++i) s += qh[i] * kt[i];
+        att[t] = s * inv_sqrt_hd;
+      }
+      kernels::Softmax(att.data(), pos + 1);
+      float* oh = att_out_.data() + h * hd;
+      std::fill(oh, oh + hd, 0.0f);
+      for (int t = 0; t <= pos; ++t) {
+        const float a = att[t];
+        for (int i = 0; i < hd; ++i) oh[i] += a * vt_layer[static_cast<size_t>(kvh * hd + i) * cap + t];
+      }
+    }
+    matvec(w.wo, att_out_.data(), xb);
+    for (int i = 0; i < c_.n_embd; ++i) x[i] += xb[i];
+    // Feed-forward (SwiGLU).
+    kernels::RmsNorm(xb, x, w.ffn_norm.data(), c_.n_embd, c_.rms_eps);
+    matvec(w.w_gate, xb, gate_.data());
+    matvec(w.w_up, xb, up_.data());
+    kernels::SwiGlu(gate_.data(), gate_.data(), up_.data(), c_.n_ff);
+    matvec(w.w_down, gate_.data(), xb);
+    for (int i = 0; i < c_.n_embd; ++i) x[i] += xb[i];
+  }
+  if (!logits) return;  // only the last prompt position needs the head
+  kernels::RmsNorm(xb, x, model_.output_norm().data(), c_.n_embd, c_.rms_eps);
+  matvec(model_.output(), xb, logits);
+}
+
+}  // namespace gantry::model
