@@ -573,6 +573,89 @@ TEST(HttpLimits, BodiesReadAtOnceAreCappedPerKey) {
   }
 }
 
+// The body bytes being received are capped per key and in all: the request whose
+// bytes pass its key's budget is refused 503 server_busy and its bytes are given back,
+// while the key's other bodies and other keys go on (a red team held 16 MiB bodies one
+// byte short of their end, 128 per key: 2 GiB each).
+TEST(HttpLimits, BodyBytesBeingReceivedAreCappedPerKeyAndInAll) {
+  HttpServerOptions options;
+  options.max_body_bytes_per_key = 1 << 20;
+  options.max_body_bytes_in_all = (3 << 20) / 2;
+  options.on_headers = [](const HttpRequest& head, std::string* key) {
+    *key = std::string(head.Header("authorization"));
+    return absl::OkStatus();
+  };
+  std::atomic<int> handled{0};
+  auto server = StartEcho(options, &handled);
+  ASSERT_NE(server, nullptr);
+  constexpr size_t kBody = 600 << 10;
+  const std::string almost(kBody - 1, 'x');
+  auto start = [&](const std::string& key) {
+    auto c = TestHttpClient::Connect(server->port());
+    EXPECT_TRUE(c.ok());
+    EXPECT_TRUE(c->SendRaw(absl::StrCat("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: ",
+                                        key, "\r\nContent-Length: ", kBody, "\r\n\r\n", almost))
+                    .ok());
+    return std::move(*c);
+  };
+  TestHttpClient a1 = start("Bearer a");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  TestHttpClient a2 = start("Bearer a");  // 1.2 MB of key a's: over its 1 MiB
+  auto refused = a2.ReadResponse(5000);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(refused->body.find("server_busy"), std::string::npos) << refused->body;
+  EXPECT_NE(refused->body.find("this key"), std::string::npos) << refused->body;
+  // Another key has its own budget, up to the server's: b1 fits (1.2 MB in all), b2
+  // does not (1.8 MB against 1.5 MiB).
+  TestHttpClient b1 = start("Bearer b");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  TestHttpClient b2 = start("Bearer b2");
+  auto full = b2.ReadResponse(5000);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->status, 503);
+  EXPECT_NE(full->body.find("being received"), std::string::npos) << full->body;
+  // The bodies held finish and are served; their bytes come back.
+  for (TestHttpClient* c : {&a1, &b1}) {
+    ASSERT_TRUE(c->SendRaw("x").ok());
+    auto r = c->ReadResponse(5000);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200);
+  }
+  TestHttpClient a3 = start("Bearer a");
+  ASSERT_TRUE(a3.SendRaw("x").ok());
+  auto served = a3.ReadResponse(5000);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->status, 200);
+}
+
+// A refused request's connection, kept open by its client for the drain, is the first
+// to make room when the table is full (a red team kept thousands of keyless refused
+// requests open: half of the legitimate requests got 503).
+TEST(HttpLimits, RefusedConnectionsHeldOpenMakeRoomFirst) {
+  HttpServerOptions options;
+  options.max_connections = 8;
+  std::atomic<int> handled{0};
+  auto server = StartEcho(options, &handled);
+  ASSERT_NE(server, nullptr);
+  std::vector<TestHttpClient> refused;
+  for (int i = 0; i < 8; ++i) {
+    auto c = TestHttpClient::Connect(server->port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->SendRaw("GARBAGE\r\n\r\n").ok());  // refused 400, then drains
+    refused.push_back(std::move(*c));
+  }
+  ASSERT_TRUE(WaitForConnections(*server, 8));
+  for (int i = 0; i < 3; ++i) {
+    auto c = TestHttpClient::Connect(server->port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->SendRaw("GET /x HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+    auto r = c->ReadResponse(5000);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
 // The on_headers hook refuses a request once its head is complete: the answer comes
 // before the client sends any of its body, and the handler never runs.
 TEST(HttpLimits, RefusedAtHeadersBeforeTheBody) {

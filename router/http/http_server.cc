@@ -95,6 +95,7 @@ struct Conn {
   int64_t drain_until_ms = 0;
   size_t drained_bytes = 0;
   std::string body_key;  // (loop) the key whose body place the request holds; "" none
+  size_t body_charged = 0;  // (loop) body bytes counted against the budgets
   bool reads_paused = false;  // (loop) EPOLLIN off: pipelined input waits in the kernel
 
   std::mutex mu;
@@ -177,6 +178,10 @@ class HttpServer::Impl {
                       std::vector<std::shared_ptr<Conn>>* to_close);
   void Close(const std::shared_ptr<Conn>& conn);
   // Gives back the body place a request holds (when its body is in, or it ends).
+  // Counts the body bytes the request's parser holds now against the key's and the
+  // server's budgets; past either, refuses the request (503 server_busy) and returns
+  // false.
+  bool ChargeBody(const std::shared_ptr<Conn>& conn);
   void ReleaseBodyPlace(Conn& conn);
   void UpdateInterest(const std::shared_ptr<Conn>& conn, bool want_write);
   // Stops or resumes reading the connection (EPOLLIN), keeping its EPOLLOUT.
@@ -213,7 +218,13 @@ class HttpServer::Impl {
   // closed to make room, so connections that never send a whole head cannot keep a
   // new client out (found by a red team: 4 source addresses filled 4,096 slots).
   std::set<uint64_t> waiting_head_;
-  std::map<std::string, size_t> bodies_by_key_;  // (loop) requests past their head, by key
+  // (loop) Requests past their head, by key: how many, and the body bytes they hold.
+  struct Bodies {
+    size_t count = 0;
+    size_t bytes = 0;
+  };
+  std::map<std::string, Bodies> bodies_by_key_;
+  size_t body_bytes_ = 0;  // (loop) body bytes held by all requests being read
   std::atomic<uint64_t> evicted_{0};
   std::atomic<size_t> conn_count_{0};
   uint64_t next_id_ = 1;
@@ -606,6 +617,19 @@ void HttpServer::Impl::Accept() {
         if (conn->fd >= 0) Service(conn);
       }
     }
+    if (conns_.size() >= options_.max_connections) {
+      // A refused request's connection, draining, makes room first (found by a red team:
+      // keyless requests refused at once and held open for the drain filled the table,
+      // and they were the one kind nothing evicted): the one whose drain began first.
+      std::shared_ptr<Conn> refused;
+      for (auto& [id, conn] : conns_) {
+        if (conn->draining && (!refused || conn->drain_until_ms < refused->drain_until_ms)) refused = conn;
+      }
+      if (refused) {
+        ++evicted_;
+        Close(refused);
+      }
+    }
     if (conns_.size() >= options_.max_connections && !waiting_head_.empty()) {
       auto victim = conns_.find(*waiting_head_.begin());
       if (victim != conns_.end()) {
@@ -735,6 +759,7 @@ size_t HttpServer::Impl::Consume(const std::shared_ptr<Conn>& conn, absl::string
     if (!was_started && parser.started() && conn->served > 0) conn->head_started_ms = NowMs();
     switch (step.event) {
       case RequestParser::Event::kNeedMore:
+        if (!ChargeBody(conn)) return data.size();
         return pos;
       case RequestParser::Event::kHeadersComplete: {
         conn->head_done_ms = NowMs();
@@ -743,7 +768,7 @@ size_t HttpServer::Impl::Consume(const std::shared_ptr<Conn>& conn, absl::string
           std::string key;
           absl::Status verdict = options_.on_headers(parser.request(), &key);
           if (verdict.ok() && !key.empty()) {
-            size_t& reading = bodies_by_key_[key];
+            size_t& reading = bodies_by_key_[key].count;
             if (reading >= options_.max_bodies_per_key) {
               verdict = ReasonError(
                   "server_busy", absl::StrCat(reading, " requests of this key are sending "
@@ -777,11 +802,38 @@ size_t HttpServer::Impl::Consume(const std::shared_ptr<Conn>& conn, absl::string
   }
 }
 
+bool HttpServer::Impl::ChargeBody(const std::shared_ptr<Conn>& conn) {
+  const size_t held = conn->parser->body_bytes();
+  if (held <= conn->body_charged) return true;
+  const size_t more = held - conn->body_charged;
+  conn->body_charged = held;
+  body_bytes_ += more;
+  size_t key_bytes = 0;
+  if (!conn->body_key.empty()) key_bytes = bodies_by_key_[conn->body_key].bytes += more;
+  absl::Status over;
+  if (key_bytes > options_.max_body_bytes_per_key) {
+    over = ReasonError("server_busy", absl::StrCat("the bodies this key is sending hold more than ",
+                                                   options_.max_body_bytes_per_key, " bytes"));
+  } else if (body_bytes_ > options_.max_body_bytes_in_all) {
+    over = ReasonError("server_busy", absl::StrCat("the bodies being received hold more than ",
+                                                   options_.max_body_bytes_in_all, " bytes"));
+  }
+  if (over.ok()) return true;
+  RefuseRequest(conn, over);
+  return false;
+}
+
 void HttpServer::Impl::ReleaseBodyPlace(Conn& conn) {
-  if (conn.body_key.empty()) return;
-  auto it = bodies_by_key_.find(conn.body_key);
-  if (it != bodies_by_key_.end() && --it->second == 0) bodies_by_key_.erase(it);
-  conn.body_key.clear();
+  body_bytes_ -= std::min(body_bytes_, conn.body_charged);
+  if (!conn.body_key.empty()) {
+    auto it = bodies_by_key_.find(conn.body_key);
+    if (it != bodies_by_key_.end()) {
+      it->second.bytes -= std::min(it->second.bytes, conn.body_charged);
+      if (--it->second.count == 0) bodies_by_key_.erase(it);
+    }
+    conn.body_key.clear();
+  }
+  conn.body_charged = 0;
 }
 
 void HttpServer::Impl::RefuseRequest(const std::shared_ptr<Conn>& conn,
@@ -802,6 +854,9 @@ void HttpServer::Impl::RefuseRequest(const std::shared_ptr<Conn>& conn,
   }
   ConnWriter writer(this, conn, generation);
   writer.Send(ErrorResponse(status));
+  // Nothing more is parsed on this connection: what its parser holds (a body being
+  // received) is freed now, not when the drain ends.
+  conn->parser = std::make_unique<RequestParser>(options_.limits);
 }
 
 void HttpServer::Impl::TryParse(const std::shared_ptr<Conn>& conn) {

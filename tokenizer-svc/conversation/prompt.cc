@@ -211,6 +211,19 @@ absl::StatusOr<Prompt> BuildPrompt(const jinja::ChatTemplate& chat_template,
   // With a cache, the tools are rendered from their kept conversion, unless they need
   // markers (special-token text in them, and it is not allowed): then, as without one,
   // from the conversation.
+  // A conversation whose text cannot fit is refused before it is rendered (found by a
+  // red team: 16 MiB of short words rendered and split cost 740 MB and 1.6 s before the
+  // count stopped). The messages' text is a lower bound of the prompt's, but for the
+  // assistant's: templates may drop parts of earlier answers (Qwen3's reasoning).
+  if (max_ids != 0) {
+    size_t bytes = 0;
+    for (const v1::ChatMessage& m : request.messages()) {
+      if (m.role() != "assistant") bytes += m.content().size();
+    }
+    if (tokenizer.MinIdsFor(bytes) > max_ids) {
+      return absl::OutOfRangeError(absl::StrCat("the text has more than ", max_ids, " tokens"));
+    }
+  }
   std::shared_ptr<const ToolsCache::Entry> tools;
   if (tools_cache != nullptr && request.tools_size() > 0) {
     tools = tools_cache->Get(chat_template, tokenizer, request.tools());

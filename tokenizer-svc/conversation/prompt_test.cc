@@ -160,6 +160,37 @@ TEST_F(PromptTest, RepeatedSpecialTextIsBoundedNotMultiplied) {
   EXPECT_EQ(ReasonOf(refused.status()), "invalid_request");
 }
 
+// With a limit, a conversation whose messages alone need more ids (their bytes over the
+// longest token's, Tokenizer::MinIdsFor) is refused before it is rendered; the bound
+// never refuses a prompt that fits, the densest text included (128 spaces are one
+// Qwen3 token), and earlier answers, which a template may cut, do not count.
+TEST_F(PromptTest, AConversationThatCannotFitIsRefusedBeforeItIsRendered) {
+  std::string words;
+  for (int i = 0; i < (4 << 20) / 4; ++i) words += " a b";
+  auto huge = BuildPrompt(*template_, *tokenizer_, UserSays(words), nullptr, 4096);
+  EXPECT_TRUE(absl::IsOutOfRange(huge.status())) << huge.status();
+
+  const auto dense = UserSays(std::string(128 * 1000, ' '));
+  auto counted = BuildPrompt(*template_, *tokenizer_, dense);
+  ASSERT_TRUE(counted.ok()) << counted.status();
+  EXPECT_EQ(tokenizer_->MinIdsFor(3 * 128 * 1000), 1000u);  // NFC may shrink 3 times
+  EXPECT_GT(counted->ids.size(), 1000u);
+  EXPECT_TRUE(BuildPrompt(*template_, *tokenizer_, dense, nullptr, counted->ids.size()).ok());
+  EXPECT_TRUE(absl::IsOutOfRange(
+      BuildPrompt(*template_, *tokenizer_, dense, nullptr, counted->ids.size() - 1).status()));
+
+  // Qwen3's template keeps only the answer of an earlier turn, not its reasoning.
+  v1::InferenceRequest turns = UserSays("Hi");
+  auto* answer = turns.add_messages();
+  answer->set_role("assistant");
+  answer->set_content("<think>\n" + words.substr(0, 1 << 20) + "\n</think>\n\nHello.");
+  turns.add_messages()->set_role("user");
+  turns.mutable_messages(2)->set_content("Again");
+  auto kept = BuildPrompt(*template_, *tokenizer_, turns, nullptr, 4096);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_LT(kept->ids.size(), 100u);
+}
+
 TEST_F(PromptTest, TemplateErrorsKeepTheirReason) {
   auto tpl = jinja::ChatTemplate::FromSource("{{ raise_exception('no') }}", json::Value::EmptyObject());
   ASSERT_TRUE(tpl.ok());

@@ -18,6 +18,23 @@
 namespace gantry::tokenizer_service {
 namespace {
 
+// What one request may make the service do and answer (found by a red team: a 50 MB
+// Detokenize of 12.5 million ids of 128 spaces each made a 1.6 GB answer, 9.6 GB of
+// memory and 39 s of the only thread). More ids than any model's context, and text of
+// the size a request may carry.
+constexpr size_t kMaxIds = size_t{1} << 18;
+constexpr size_t kMaxTextBytes = size_t{16} << 20;
+constexpr int64_t kMaxRequestBytes = int64_t{16} << 20;
+// Answers queued for one peer that does not read them: past this many, libzmq's ROUTER
+// drops new ones for that peer instead of holding them.
+constexpr int kMaxQueuedAnswers = 8;
+
+absl::Status TextWithinBound(const std::string& text) {
+  if (text.size() <= kMaxTextBytes) return absl::OkStatus();
+  return ReasonError("invalid_request", absl::StrCat("the answer would hold ", text.size(),
+                                                     " bytes of text; at most ", kMaxTextBytes));
+}
+
 bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -68,6 +85,7 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
       tokenizer::EncodeOptions options;
       options.add_special = request.tokenize().add_special();
       options.split_special = request.tokenize().split_special();
+      options.max_ids = kMaxIds;
       auto ids = m.tokenizer->Encode(request.tokenize().text(), options);
       if (!ids.ok()) return fail(ids.status());
       for (int32_t id : *ids) response.add_ids(id);
@@ -75,15 +93,20 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
       break;
     }
     case v1::TokenizerRequest::kDetokenize: {
+      if (static_cast<size_t>(request.detokenize().ids_size()) > kMaxIds) {
+        return fail(ReasonError("invalid_request", absl::StrCat("at most ", kMaxIds, " ids to detokenize")));
+      }
       std::vector<int32_t> ids(request.detokenize().ids().begin(), request.detokenize().ids().end());
       auto text = m.tokenizer->Decode(ids, request.detokenize().skip_special());
       if (!text.ok()) return fail(text.status());
+      if (absl::Status bound = TextWithinBound(*text); !bound.ok()) return fail(bound);
       response.set_text(*text);
       break;
     }
     case v1::TokenizerRequest::kRender: {
       auto text = render(request.render());
       if (!text.ok()) return fail(text.status());
+      if (absl::Status bound = TextWithinBound(*text); !bound.ok()) return fail(bound);
       response.set_text(*text);
       break;
     }
@@ -92,7 +115,8 @@ v1::TokenizerResponse TokenizerService::Handle(const v1::TokenizerRequest& reque
         return fail(ReasonError("template_render_failed", "this model has no chat template"));
       }
       if (request.count().messages_size() == 0) return fail(ReasonError("invalid_request", "no messages"));
-      auto prompt = conversation::BuildPrompt(*m.chat_template, *m.tokenizer, request.count());
+      auto prompt = conversation::BuildPrompt(*m.chat_template, *m.tokenizer, request.count(),
+                                              /*tools_cache=*/nullptr, kMaxIds);
       if (!prompt.ok()) return fail(prompt.status());
       response.set_count(static_cast<uint32_t>(prompt->ids.size()));
       response.set_ids_sha256(TokenIdsSha256Hex(prompt->ids));
@@ -117,7 +141,8 @@ absl::Status TokenizerService::Serve(const std::string& endpoint) {
   socket.set(zmq::sockopt::linger, 0);
   // Bounded before buffered: libzmq disconnects a peer that announces a frame larger
   // than a whole request may be (the RecvLimits below), before buffering any of it.
-  socket.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20);
+  socket.set(zmq::sockopt::maxmsgsize, kMaxRequestBytes);
+  socket.set(zmq::sockopt::sndhwm, kMaxQueuedAnswers);
   try {
     socket.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -130,7 +155,7 @@ absl::Status TokenizerService::Serve(const std::string& endpoint) {
   Log(LogLevel::kInfo, "tokenizer.serving", {{"endpoint", this->endpoint()}});
   RecvLimits limits;
   limits.max_frames = 3;
-  limits.max_total_bytes = 64u << 20;
+  limits.max_total_bytes = kMaxRequestBytes;
   while (!stop_.load()) {
     auto frames = RecvFrames(socket, 100, limits);
     if (!frames.ok()) {

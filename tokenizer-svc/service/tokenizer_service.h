@@ -5,7 +5,12 @@
 // runs the socket: frames [identity, "", body] from a REQ client or [identity, body] from
 // a DEALER, the reply mirroring the envelope. A frame that is not a TokenizerRequest is
 // answered with INVALID_ARGUMENT / protocol_error when it can be addressed, otherwise
-// dropped and counted; the service never crashes on input.
+// dropped and counted; the service never crashes on input. One request is at most
+// 16 MiB; it may tokenize or count at most 262,144 ids and answer at most 16 MiB of text
+// (invalid_request, or OUT_OF_RANGE for a text with more ids); at most 8 answers wait
+// for a peer that does not read them, the rest are dropped. The service has no caller
+// authentication: it answers anyone who can reach its endpoint (loopback by default),
+// one request at a time.
 //
 // Thread-safety: Handle() is thread-safe (models are immutable); Serve() runs on one
 // thread until Stop().

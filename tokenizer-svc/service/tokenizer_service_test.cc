@@ -96,6 +96,41 @@ TEST_F(TokenizerServiceTest, ErrorsHaveStableReasons) {
   EXPECT_EQ(service_->Handle(bad_utf8).status().code(), "OK");
 }
 
+// One request's work and answer are bounded (a red team's 50 MB Detokenize of ids of
+// 128 spaces made a 1.6 GB answer): more ids than 262,144 to detokenize, an answer over
+// 16 MiB, a text of more ids than that to tokenize are each refused with a stable code.
+TEST_F(TokenizerServiceTest, OneRequestsWorkAndAnswerAreBounded) {
+  v1::TokenizerRequest one;
+  one.set_model("qwen3");
+  one.mutable_detokenize()->add_ids(56940);
+  auto spaces = service_->Handle(one);
+  ASSERT_EQ(spaces.status().code(), "OK");
+  ASSERT_EQ(spaces.text(), std::string(128, ' '));  // the vocabulary's longest piece
+
+  v1::TokenizerRequest too_many;
+  too_many.set_model("qwen3");
+  for (int i = 0; i < (1 << 18) + 1; ++i) too_many.mutable_detokenize()->add_ids(220);
+  auto refused = service_->Handle(too_many);
+  EXPECT_EQ(refused.status().reason(), "invalid_request") << refused.status().message();
+  EXPECT_TRUE(refused.text().empty());
+
+  v1::TokenizerRequest too_long;  // 140,000 ids, 17.9 MB of text
+  too_long.set_model("qwen3");
+  for (int i = 0; i < 140000; ++i) too_long.mutable_detokenize()->add_ids(56940);
+  auto long_answer = service_->Handle(too_long);
+  EXPECT_EQ(long_answer.status().reason(), "invalid_request") << long_answer.status().message();
+  EXPECT_TRUE(long_answer.text().empty());
+
+  v1::TokenizerRequest words;  // about 1.3 million ids
+  words.set_model("qwen3");
+  std::string text;
+  for (int i = 0; i < 650000; ++i) text += " a b";
+  words.mutable_tokenize()->set_text(text);
+  auto counted = service_->Handle(words);
+  EXPECT_EQ(counted.status().code(), "OUT_OF_RANGE") << counted.status().message();
+  EXPECT_EQ(counted.ids_size(), 0);
+}
+
 TEST_F(TokenizerServiceTest, ServesOverZeroMqAndSurvivesGarbage) {
   std::thread server([] { (void)service_->Serve("tcp://127.0.0.1:*"); });
   std::string endpoint;

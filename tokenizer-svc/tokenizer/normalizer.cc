@@ -109,6 +109,29 @@ absl::StatusOr<std::unique_ptr<Normalizer>> Normalizer::FromJson(const json::Val
   return normalizer;
 }
 
+size_t Normalizer::MaxShrink() const {
+  size_t factor = 1;
+  for (const Step& step : steps_) {
+    switch (step.kind) {
+      case Kind::kNfc:
+      case Kind::kNfd:
+      case Kind::kLowercase:
+        factor *= 3;
+        break;
+      case Kind::kNfkc:
+      case Kind::kNfkd:
+        factor *= 4;
+        break;
+      case Kind::kPrepend:
+        break;
+      case Kind::kReplace:
+      case Kind::kStrip:
+        return 0;
+    }
+  }
+  return factor;
+}
+
 absl::Status Normalizer::Normalize(std::string* text) const {
   for (const Step& step : steps_) {
     UErrorCode status = U_ZERO_ERROR;

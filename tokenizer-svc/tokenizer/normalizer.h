@@ -40,6 +40,13 @@ class Normalizer {
   // Rewrites `text` in place. Precondition: valid UTF-8; the result is valid UTF-8.
   absl::Status Normalize(std::string* text) const;
 
+  // A factor k such that normalized text has at least 1/k of the input's bytes, or 0
+  // when none holds (Replace and Strip may remove any amount). Per step, from the
+  // largest shrink of one character or composed sequence in UTF-8: NFC and NFD 3 (a
+  // Hangul syllable from three jamo, 9 bytes to 3), NFKC and NFKD 4 (U+1D400 to "A"),
+  // Lowercase 3 (the Kelvin sign to "k"), Prepend 1; a Sequence multiplies.
+  size_t MaxShrink() const;
+
  private:
   enum class Kind { kNfc, kNfd, kNfkc, kNfkd, kLowercase, kReplace, kPrepend, kStrip };
   struct Step {

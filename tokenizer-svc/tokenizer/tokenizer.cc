@@ -188,15 +188,18 @@ absl::Status Tokenizer::EncodeSectionCached(absl::string_view raw, bool first_se
 
 absl::Status Tokenizer::EncodeSection(absl::string_view raw, bool first_section, bool split_special,
                                       size_t max_ids, std::vector<int32_t>* ids) const {
-  // A piece of n bytes needs at least ceil(n / per_token) ids: one that cannot fit in
-  // what is left of `max_ids` is refused before its BPE (the costly part, for a long
-  // piece such as 15 MiB of one letter).
+  // Text of n bytes needs at least ceil(n / per_token) ids (each id stands for at most
+  // per_token bytes, and pieces do not overlap): text that cannot fit in what is left
+  // of `max_ids` is refused before the work on it, a segment before its pre-tokenizer
+  // split (15 MiB of short words would be millions of pieces), a piece before its BPE
+  // (15 MiB of one letter).
   const size_t per_token = model_->max_bytes_per_token();
+  auto fits = [&](size_t bytes) {
+    if (max_ids == 0 || per_token == 0) return absl::OkStatus();
+    return WithinLimit(ids->size() + (bytes + per_token - 1) / per_token, max_ids);
+  };
   auto encode = [&](absl::string_view piece) -> absl::Status {
-    if (max_ids != 0 && per_token != 0) {
-      const size_t at_least = (piece.size() + per_token - 1) / per_token;
-      GANTRY_RETURN_IF_ERROR(WithinLimit(ids->size() + at_least, max_ids));
-    }
+    GANTRY_RETURN_IF_ERROR(fits(piece.size()));
     model_->Encode(piece, ids);
     return WithinLimit(ids->size(), max_ids);
   };
@@ -217,6 +220,7 @@ absl::Status Tokenizer::EncodeSection(absl::string_view raw, bool first_section,
       GANTRY_RETURN_IF_ERROR(encode(text));
       continue;
     }
+    GANTRY_RETURN_IF_ERROR(fits(text.size()));
     GANTRY_RETURN_IF_ERROR(pre_tokenizer_->Split(text, first_section && i == 0, &pieces));
     for (absl::string_view piece : pieces.views) GANTRY_RETURN_IF_ERROR(encode(piece));
     pieces.storage.clear();
@@ -251,6 +255,21 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
   if (options.add_special && post_processor_ != nullptr) post_processor_->AddSpecialTokens(&ids);
   GANTRY_RETURN_IF_ERROR(WithinLimit(ids.size(), options.max_ids));
   return ids;
+}
+
+size_t Tokenizer::MinIdsFor(size_t text_bytes) const {
+  size_t longest = model_->max_bytes_per_token();
+  if (longest == 0) return 0;
+  for (const AddedToken& token : added_->tokens()) {
+    if (token.lstrip || token.rstrip) return 0;
+    longest = std::max(longest, token.content.size());
+  }
+  if (normalizer_ != nullptr) {
+    const size_t shrink = normalizer_->MaxShrink();
+    if (shrink == 0) return 0;
+    longest *= shrink;
+  }
+  return (text_bytes + longest - 1) / longest;
 }
 
 bool Tokenizer::HasNormalizedSpecialTokens() const {

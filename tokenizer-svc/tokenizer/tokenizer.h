@@ -132,6 +132,14 @@ class Tokenizer {
   // As Decode(), but the raw bytes before the UTF-8 repair (used by StreamDecoder).
   absl::StatusOr<std::string> DecodeToBytes(const std::vector<int32_t>& ids, bool skip_special) const;
 
+  // The fewest ids a text of `text_bytes` bytes can encode to, known without encoding
+  // it: no id stands for more bytes than the longest token (of the model's vocabulary
+  // and the added tokens) times what the normalizer may shrink text by
+  // (Normalizer::MaxShrink), so at least ceil(text_bytes / that). 0 when no such bound
+  // holds: a normalizer may remove text, or an added token strips the whitespace beside
+  // it.
+  size_t MinIdsFor(size_t text_bytes) const;
+
   // One more than the largest id of the model and the added tokens (from a GGUF: the
   // length of tokenizer.ggml.tokens, unused ids included).
   int32_t vocab_size() const { return vocab_size_; }
