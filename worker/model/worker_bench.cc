@@ -4,6 +4,19 @@
 //
 //   bazel run //worker/model:worker_bench -- [--quick] [--types q8_0,f16,q4_k]
 //       [--threads 2] [--repeat 3] [--models DIR] [--tokenizer DIR] [--peer DIR]
+//   bazel run //worker/model:worker_bench -- --streams 1,2,4,8,16 [--shape small|2b]
+//       [--types q4_k_m] [--native DIR] [--pp 128] [--tg 32] [--threads 2]
+//
+// --streams: continuous batching. For each count S, S sequences of --pp prompt tokens
+// arrive at once and are prefilled in passes of at most 512 rows (the engine's
+// budget), then decode --tg tokens each, all S in one pass per step (Forward::Eval,
+// what the worker's scheduler runs). Printed: aggregate and per-stream decode tok/s,
+// the time to each sequence's first token (p50 / p99 over the S) and KV bytes per
+// token; the peer is llama.cpp's llama-batched-bench, built natively
+// (../shared/reference/build-llama-native.sh, its build/bin as --native), with the same
+// -npp, -ntg, -npl and threads: its S_TG (aggregate decode) and T_PP (all S prompts).
+// --shape 2b: qwen3 28 layers, width 2048, 16 / 8 heads, head 128, ff 6144 (a 2B model);
+// small: the 12 x 768 model above.
 //
 // Models: qwen3, 12 layers, width 768, 12 / 4 heads, ff 2048, untied head, written by
 // the same code as `gantry bundle make-test-model` (any type it writes, q4_k_m too) (into --models, default
@@ -23,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,11 +44,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "common/json.h"
 #include "formats/gguf/gguf.h"
 #include "formats/testmodel/test_model.h"
 #include "worker/kernels/kernels.h"
 #include "worker/kernels/thread_pool.h"
+#include "worker/model/forward.h"
 #include "worker/model/model.h"
 #include "worker/model/session.h"
 
@@ -119,6 +136,109 @@ Speed RunPeer(const std::string& peer_dir, const std::string& model_path, int pp
   return s;
 }
 
+struct StreamsResult {
+  double aggregate = 0;          // decode tok/s, all streams
+  double ttft_p50 = 0, ttft_p99 = 0;  // s, from arrival to the first token
+};
+
+// S sequences arrive at once: prefill in passes of at most kPassRows rows (whole
+// prompts or chunks, in arrival order), then tg decode steps of all S together.
+StreamsResult RunOursStreams(const Model& model, kernels::ThreadPool* pool, const std::vector<int32_t>& prompt,
+                             int streams, int tg) {
+  constexpr int kPassRows = 512;
+  Forward::Options options;
+  options.pool = pool;
+  Forward forward(model, options);
+  std::vector<std::unique_ptr<KvCache>> caches;
+  for (int s = 0; s < streams; ++s) {
+    caches.push_back(std::make_unique<KvCache>(model.config(), static_cast<int>(prompt.size()) + tg + 1));
+  }
+  std::vector<std::vector<float>> logits(streams);
+  std::vector<int32_t> next(streams);
+  std::vector<double> ttft;
+  const auto t0 = Clock::now();
+  std::vector<size_t> done(streams, 0);
+  for (int first = 0; first < streams;) {
+    std::vector<Forward::Item> items;
+    std::vector<int> who;
+    int budget = kPassRows;
+    for (int s = first; s < streams && budget > 0; ++s) {
+      const int n = std::min<int>(budget, static_cast<int>(prompt.size() - done[s]));
+      Forward::Item item;
+      item.cache = caches[s].get();
+      item.tokens = prompt.data() + done[s];
+      item.n = n;
+      item.logits = done[s] + n == prompt.size() ? &logits[s] : nullptr;
+      items.push_back(item);
+      who.push_back(s);
+      budget -= n;
+    }
+    forward.Eval(&items);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int s = who[i];
+      if (!items[i].status.ok()) return {};
+      done[s] += items[i].n;
+      if (done[s] == prompt.size()) {
+        next[s] = Argmax(logits[s]);
+        ttft.push_back(Seconds(t0, Clock::now()));
+        first = s + 1;
+      }
+    }
+  }
+  const auto t1 = Clock::now();
+  for (int step = 0; step < tg; ++step) {
+    std::vector<Forward::Item> items(streams);
+    for (int s = 0; s < streams; ++s) items[s] = {caches[s].get(), &next[s], 1, &logits[s], absl::OkStatus()};
+    forward.Eval(&items);
+    for (int s = 0; s < streams; ++s) {
+      if (!items[s].status.ok()) return {};
+      next[s] = Argmax(logits[s]);
+    }
+  }
+  StreamsResult r;
+  r.aggregate = static_cast<double>(streams) * tg / Seconds(t1, Clock::now());
+  std::sort(ttft.begin(), ttft.end());
+  r.ttft_p50 = ttft[(ttft.size() - 1) / 2];
+  r.ttft_p99 = ttft[std::min(ttft.size() - 1, static_cast<size_t>(0.99 * ttft.size()))];
+  return r;
+}
+
+// llama-batched-bench's table row for `streams`: S_TG (aggregate decode tok/s) and T_PP
+// (seconds to prefill all the prompts).
+struct PeerStreams {
+  double aggregate = 0, prefill_all_s = 0;
+};
+
+std::vector<std::pair<int, PeerStreams>> RunPeerStreams(const std::string& native_dir, const std::string& model_path,
+                                                        int pp, int tg, const std::string& streams, int threads,
+                                                        int max_streams) {
+  const std::string cmd = absl::StrCat("'", native_dir, "/llama-batched-bench' -m '", model_path, "' -c ",
+                                       max_streams * (pp + tg) + 64, " -b 512 -ub 512 -npp ", pp, " -ntg ", tg,
+                                       " -npl ", streams, " -t ", threads, " -tb ", threads, " 2>/dev/null");
+  std::vector<std::pair<int, PeerStreams>> rows;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return rows;
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, got);
+  pclose(p);
+  // |    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    std::vector<std::string> cells;
+    for (absl::string_view c : absl::StrSplit(line, '|')) cells.emplace_back(absl::StripAsciiWhitespace(c));
+    if (cells.size() < 10) continue;
+    int b = 0;
+    PeerStreams row;
+    if (!absl::SimpleAtoi(cells[3], &b) || !absl::SimpleAtod(cells[5], &row.prefill_all_s) ||
+        !absl::SimpleAtod(cells[8], &row.aggregate)) {
+      continue;
+    }
+    rows.emplace_back(b, row);
+  }
+  return rows;
+}
+
 // Best of three copies of 256 MiB, each thread copying its share; bytes read + written
 // per second.
 double CopyRate(kernels::ThreadPool* pool) {
@@ -135,8 +255,121 @@ double CopyRate(kernels::ThreadPool* pool) {
   return best;
 }
 
+struct BenchModel {
+  std::string path;
+  std::unique_ptr<gguf::GgufFile> file;
+  std::unique_ptr<Model> model;
+};
+
+// The test model of `type_name` and `shape` in models_dir (written on first use, as
+// `gantry bundle make-test-model` writes it). Errors are printed; null model on error.
+BenchModel LoadBenchModel(const std::string& type_name, const std::string& shape, const std::string& tokenizer,
+                          const std::string& models_dir) {
+  BenchModel m;
+  testmodel::TestModelOptions o;
+  if (!testmodel::ParseWeights(type_name, &o)) {
+    std::fprintf(stderr, "worker_bench: unknown type %s\n", type_name.c_str());
+    return m;
+  }
+  o.embedding_type = o.weight_type;
+  o.tokenizer_dir = tokenizer;
+  o.arch = "qwen3";
+  if (shape == "2b") {
+    o.n_layer = 28;
+    o.n_embd = 2048;
+    o.n_head = 16;
+    o.n_head_kv = 8;
+    o.head_dim = 128;
+    o.n_ff = 6144;
+  } else {
+    o.n_layer = 12;
+    o.n_embd = 768;
+    o.n_head = 12;
+    o.n_head_kv = 4;
+    o.n_ff = 2048;
+  }
+  m.path = absl::StrCat(models_dir, "/qwen3-", shape == "2b" ? "28x2048" : "12x768", "-", type_name, ".gguf");
+  if (!Exists(m.path)) {
+    auto made = testmodel::MakeTestModel(o, m.path);
+    if (!made.ok()) {
+      std::fprintf(stderr, "worker_bench: making %s: %s\n", m.path.c_str(), made.status().ToString().c_str());
+      return m;
+    }
+  }
+  auto file = gguf::GgufFile::Open(m.path);
+  if (!file.ok()) {
+    std::fprintf(stderr, "worker_bench: %s\n", file.status().ToString().c_str());
+    return m;
+  }
+  m.file = std::move(*file);
+  auto model = Model::Load(*m.file);
+  if (!model.ok()) {
+    std::fprintf(stderr, "worker_bench: %s\n", model.status().ToString().c_str());
+    return m;
+  }
+  m.model = std::move(*model);
+  return m;
+}
+
 std::string Ratio(double ours, double peer) {
   return ours > 0 && peer > 0 ? absl::StrCat(static_cast<int>(ours / peer * 100 + 0.5) / 100.0, "x") : "-";
+}
+
+int StreamsMain(const std::string& streams, const std::string& shape, const std::string& types,
+                const std::string& tokenizer, const std::string& models_dir, const std::string& native, int pp,
+                int tg, int threads, int repeat) {
+  std::vector<int> counts;
+  for (absl::string_view c : absl::StrSplit(streams, ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(c, &n) || n < 1 || n > 64) {
+      std::fprintf(stderr, "worker_bench: bad --streams %s\n", streams.c_str());
+      return 2;
+    }
+    counts.push_back(n);
+  }
+  const bool have_peer = Exists(native + "/llama-batched-bench");
+  kernels::ThreadPool pool(threads);
+  std::printf("worker_bench --streams: qwen3 %s, prompt %d, decode %d each, %d threads, best of %d, kernels %s\n",
+              shape == "2b" ? "28 layers x 2048 (2B)" : "12 layers x 768", pp, tg, threads, repeat,
+              kernels::Kernels().name);
+  if (!have_peer) std::printf("peer: not available (--native DIR with llama-batched-bench)\n");
+  const std::vector<int32_t> prompt = PeerBenchIds(pp);
+  for (const std::string& type_name : std::vector<std::string>(absl::StrSplit(types, ','))) {
+    BenchModel m = LoadBenchModel(type_name, shape, tokenizer, models_dir);
+    if (!m.model) return 1;
+    const ModelConfig& c = m.model->config();
+    const double kv_ours = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * sizeof(float);
+    const double kv_peer = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * 2;  // llama.cpp's F16 cache
+    std::printf("\n%s: KV bytes per token ours %.0f (F32), llama.cpp %.0f (F16)\n\n", type_name.c_str(), kv_ours,
+                kv_peer);
+    std::printf("| streams | decode tok/s ours (per stream) | peer (per stream) | ratio | ours / our 1 stream "
+                "| TTFT p50 / p99 ours s | peer all prompts s |\n|---|---|---|---|---|---|---|\n");
+    RunOursStreams(*m.model, &pool, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), 1, 2);  // page in
+    std::map<int, StreamsResult> ours;
+    std::map<int, PeerStreams> theirs;
+    for (int r = 0; r < repeat; ++r) {
+      for (int n : counts) {
+        StreamsResult got = RunOursStreams(*m.model, &pool, prompt, n, tg);
+        if (got.aggregate > ours[n].aggregate) ours[n] = got;
+      }
+      if (have_peer) {
+        for (auto& [n, row] : RunPeerStreams(native, m.path, pp, tg, streams, threads,
+                                             *std::max_element(counts.begin(), counts.end()))) {
+          if (row.aggregate > theirs[n].aggregate) theirs[n] = row;
+        }
+      }
+    }
+    const double one = ours.count(1) ? ours[1].aggregate : 0;
+    for (int n : counts) {
+      const StreamsResult& o = ours[n];
+      const PeerStreams& p = theirs[n];
+      std::printf("| %d | %.1f (%.2f) | %.1f (%.2f) | %s | %s | %.2f / %.2f | %.2f |\n", n, o.aggregate,
+                  o.aggregate / n, p.aggregate, p.aggregate / n, Ratio(o.aggregate, p.aggregate).c_str(),
+                  Ratio(o.aggregate, one).c_str(), o.ttft_p50, o.ttft_p99, p.prefill_all_s);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
 }
 
 int Main(int argc, char** argv) {
@@ -148,6 +381,8 @@ int Main(int argc, char** argv) {
   std::string tokenizer = Env("GANTRY_REFERENCE_DIR").empty() ? "" : Env("GANTRY_REFERENCE_DIR") + "/tokenizers/qwen3";
   std::string peer = Env("GANTRY_LLAMA_PEER_DIR");
   if (tokenizer.empty() && !peer.empty()) tokenizer = peer + "/tokenizers/qwen3";
+  std::string streams, shape = "small", native;
+  int stream_pp = 128, stream_tg = 32;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") { quick = true; continue; }
@@ -160,8 +395,19 @@ int Main(int argc, char** argv) {
     else if (a == "--models") models_dir = v;
     else if (a == "--tokenizer") tokenizer = v;
     else if (a == "--peer") peer = v;
+    else if (a == "--streams") streams = v;
+    else if (a == "--shape") ok = (shape = v) == "small" || shape == "2b";
+    else if (a == "--native") native = v;
+    else if (a == "--pp") ok = absl::SimpleAtoi(v, &stream_pp) && stream_pp >= 1;
+    else if (a == "--tg") ok = absl::SimpleAtoi(v, &stream_tg) && stream_tg >= 1;
     else ok = false;
     if (!ok) { std::fprintf(stderr, "worker_bench: bad option %s %s\n", a.c_str(), v.c_str()); return 2; }
+  }
+  if (!streams.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(models_dir, ignored);
+    return StreamsMain(streams, shape, repeat_set ? types : "q4_k_m", tokenizer, models_dir, native, stream_pp,
+                       stream_tg, threads, repeat_set ? repeat : 1);
   }
   const int pp = quick ? 128 : 512, tg = quick ? 32 : 128;
   if (quick && !repeat_set) repeat = 1;
@@ -179,38 +425,17 @@ int Main(int argc, char** argv) {
               "| decode bandwidth fraction ours / peer |\n|---|---|---|---|---|---|---|---|---|\n");
   const std::vector<int32_t> prompt = PeerBenchIds(pp);
   for (const std::string& type_name : std::vector<std::string>(absl::StrSplit(types, ','))) {
-    testmodel::TestModelOptions o;
-    if (!testmodel::ParseWeights(type_name, &o)) {
-      std::fprintf(stderr, "worker_bench: unknown type %s\n", type_name.c_str());
-      return 2;
-    }
-    o.embedding_type = o.weight_type;
-    o.tokenizer_dir = tokenizer;
-    o.arch = "qwen3";
-    o.n_layer = 12;
-    o.n_embd = 768;
-    o.n_head = 12;
-    o.n_head_kv = 4;
-    o.n_ff = 2048;
-    const std::string path = absl::StrCat(models_dir, "/qwen3-12x768-", type_name, ".gguf");
-    if (!Exists(path)) {
-      auto made = testmodel::MakeTestModel(o, path);
-      if (!made.ok()) {
-        std::fprintf(stderr, "worker_bench: making %s: %s\n", path.c_str(), made.status().ToString().c_str());
-        return 1;
-      }
-    }
-    auto file = gguf::GgufFile::Open(path);
-    if (!file.ok()) { std::fprintf(stderr, "worker_bench: %s\n", file.status().ToString().c_str()); return 1; }
-    auto model = Model::Load(**file);
-    if (!model.ok()) { std::fprintf(stderr, "worker_bench: %s\n", model.status().ToString().c_str()); return 1; }
+    BenchModel m = LoadBenchModel(type_name, "small", tokenizer, models_dir);
+    if (!m.model) return 1;
+    const Model& model = *m.model;
+    const std::string& path = m.path;
     Speed ours, theirs;
-    RunOurs(**model, &pool, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), 4);  // page in
+    RunOurs(model, &pool, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), 4);  // page in
     for (int r = 0; r < repeat; ++r) {
-      ours.KeepBest(RunOurs(**model, &pool, prompt, tg));
+      ours.KeepBest(RunOurs(model, &pool, prompt, tg));
       if (!peer.empty()) theirs.KeepBest(RunPeer(peer, path, pp, tg, threads));
     }
-    const double bytes = static_cast<double>((*model)->WeightBytesPerToken());
+    const double bytes = static_cast<double>(model.WeightBytesPerToken());
     std::printf("| %s | %.0f | %.1f | %.1f | %s | %.2f | %.2f | %s | %.2f / %.2f |\n", type_name.c_str(),
                 bytes / 1e6, ours.prefill, theirs.prefill, Ratio(ours.prefill, theirs.prefill).c_str(), ours.decode,
                 theirs.decode, Ratio(ours.decode, theirs.decode).c_str(), bytes * ours.decode / copy,
