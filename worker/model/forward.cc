@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
+#include "formats/gguf/quant.h"
 #include "worker/kernels/kernels.h"
 
 namespace gantry::model {
@@ -24,15 +25,17 @@ void AddBias(float* y, const std::vector<float>& b) {
   for (size_t i = 0; i < b.size(); ++i) y[i] += b[i];
 }
 
-kernels::Matrix FloatMatrix(const float* data, int rows, int cols, size_t row_floats) {
+kernels::Matrix HalfMatrix(const uint16_t* data, int rows, int cols, size_t row_halves) {
   kernels::Matrix m;
   m.data = reinterpret_cast<const uint8_t*>(data);
-  m.type = gguf::TensorType::kF32;
+  m.type = gguf::TensorType::kF16;
   m.rows = rows;
   m.cols = cols;
-  m.row_bytes = row_floats * sizeof(float);
+  m.row_bytes = row_halves * sizeof(uint16_t);
   return m;
 }
+
+float RoundToHalf(float v) { return gguf::HalfToFloat(gguf::FloatToHalf(v)); }
 
 }  // namespace
 
@@ -114,6 +117,7 @@ void Forward::Reserve(int n, int max_capacity) {
   if (max_capacity > capacity_reserved_) {
     capacity_reserved_ = max_capacity;
     scores_.resize(static_cast<size_t>(threads) * kAttentionBlock * capacity_reserved_);
+    rounded_.resize(scores_.size() + static_cast<size_t>(threads) * kAttentionBlock * c_.head_dim);
   }
   if (n <= rows_reserved_) return;
   rows_reserved_ = n;
@@ -207,10 +211,10 @@ void Forward::ForwardRows(const std::vector<Item*>& items) {
         }
         KvCache& cache = *rows_[t].cache;
         const size_t cap = cache.capacity_, pos = rows_[t].pos;
-        float* k_layer = cache.k_.data() + static_cast<size_t>(l) * cap * kv_dim;
-        float* vt_layer = cache.vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
-        std::copy(k, k + kv_dim, k_layer + pos * kv_dim);
-        for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = v[i];
+        uint16_t* k_layer = cache.k_.data() + static_cast<size_t>(l) * cap * kv_dim;
+        uint16_t* vt_layer = cache.vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
+        for (int i = 0; i < kv_dim; ++i) k_layer[pos * kv_dim + i] = gguf::FloatToHalf(k[i]);
+        for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = gguf::FloatToHalf(v[i]);
       }
     });
     Attention(l, items);
@@ -268,8 +272,11 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
     if (i > 0) first_row[i] = first_row[i - 1] + items[i - 1]->n;
   }
   const size_t ld = capacity_reserved_;  // row stride of a thread's scores
+  const size_t rounded_stride = static_cast<size_t>(kAttentionBlock) * (ld + hd);
   ParallelFor(options_.pool, first_task.back(), 1, [&](int begin, int end, int thread) {
     float* scores = scores_.data() + static_cast<size_t>(thread) * kAttentionBlock * ld;
+    float* rounded_q = rounded_.data() + static_cast<size_t>(thread) * rounded_stride;
+    float* rounded_scores = rounded_q + static_cast<size_t>(kAttentionBlock) * hd;
     size_t i = 0;
     for (int task = begin; task < end; ++task) {
       while (task >= first_task[i + 1]) ++i;
@@ -282,12 +289,14 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
       const int h = local / blocks, kvh = h / group;
       const int t0 = (local % blocks) * kAttentionBlock, t1 = std::min(item.n, t0 + kAttentionBlock);
       const int visible = pos0 + t1;
-      const float* k_layer = cache.k_.data() + static_cast<size_t>(layer) * cap * kv_dim;
-      const float* vt_layer = cache.vt_.data() + static_cast<size_t>(layer) * cap * kv_dim;
-      const kernels::Matrix keys = FloatMatrix(k_layer + kvh * hd, visible, hd, kv_dim);
+      const uint16_t* k_layer = cache.k_.data() + static_cast<size_t>(layer) * cap * kv_dim;
+      const uint16_t* vt_layer = cache.vt_.data() + static_cast<size_t>(layer) * cap * kv_dim;
+      const kernels::Matrix keys = HalfMatrix(k_layer + kvh * hd, visible, hd, kv_dim);
       const size_t row0 = static_cast<size_t>(first_row[i] + t0);
       const float* q = q_.data() + row0 * q_dim + h * hd;
-      k.matmul(keys, reinterpret_cast<const uint8_t*>(q), q_dim * sizeof(float), t1 - t0, scores, ld, 0, visible);
+      k.prepare(gguf::TensorType::kF16, q, q_dim, t1 - t0, hd, reinterpret_cast<uint8_t*>(rounded_q));
+      k.matmul(keys, reinterpret_cast<const uint8_t*>(rounded_q), hd * sizeof(float), t1 - t0, scores, ld, 0,
+               visible);
       for (int t = t0; t < t1; ++t) {
         float* row = scores + static_cast<size_t>(t - t0) * ld;
         const int seen = pos0 + t + 1;
@@ -295,8 +304,9 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
         k.softmax(row, seen);
         std::fill(row + seen, row + visible, 0.0f);
       }
-      const kernels::Matrix values = FloatMatrix(vt_layer + static_cast<size_t>(kvh) * hd * cap, hd, visible, cap);
-      k.matmul(values, reinterpret_cast<const uint8_t*>(scores), ld * sizeof(float), t1 - t0,
+      const kernels::Matrix values = HalfMatrix(vt_layer + static_cast<size_t>(kvh) * hd * cap, hd, visible, cap);
+      k.prepare(gguf::TensorType::kF16, scores, ld, t1 - t0, visible, reinterpret_cast<uint8_t*>(rounded_scores));
+      k.matmul(values, reinterpret_cast<const uint8_t*>(rounded_scores), visible * sizeof(float), t1 - t0,
                att_out_.data() + row0 * q_dim + h * hd, q_dim, 0, hd);
     }
   });
@@ -335,25 +345,26 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
       if (c_.qk_norm) kernels::RmsNorm(kh, kh, w.k_norm.data(), hd, c_.rms_eps);
       kernels::Rope(kh, hd, pos, c_.rope_base, c_.rope_mode);
     }
-    float* k_layer = cache->k_.data() + static_cast<size_t>(l) * cap * kv_dim;
-    float* vt_layer = cache->vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
-    std::copy(k_.begin(), k_.begin() + kv_dim, k_layer + static_cast<size_t>(pos) * kv_dim);
-    for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = v_[i];
+    uint16_t* k_layer = cache->k_.data() + static_cast<size_t>(l) * cap * kv_dim;
+    uint16_t* vt_layer = cache->vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
+    for (int i = 0; i < kv_dim; ++i) k_layer[static_cast<size_t>(pos) * kv_dim + i] = gguf::FloatToHalf(k_[i]);
+    for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = gguf::FloatToHalf(v_[i]);
+    // The F16 cache meets queries and scores rounded to F16 (as the fast path, and ggml).
     for (int h = 0; h < c_.n_head; ++h) {
       const float* qh = q_.data() + h * hd;
       const int kvh = h / group;
       for (int t = 0; t <= pos; ++t) {
-        const float* kt = k_layer + static_cast<size_t>(t) * kv_dim + kvh * hd;
+        const uint16_t* kt = k_layer + static_cast<size_t>(t) * kv_dim + kvh * hd;
         float s = 0;
-        for (int i = 0; i < hd; ++i) s += qh[i] * kt[i];
+        for (int i = 0; i < hd; ++i) s += RoundToHalf(qh[i]) * gguf::HalfToFloat(kt[i]);
         att[t] = s * inv_sqrt_hd;
       }
       kernels::Softmax(att.data(), pos + 1);
       float* oh = att_out_.data() + h * hd;
       std::fill(oh, oh + hd, 0.0f);
       for (int t = 0; t <= pos; ++t) {
-        const float a = att[t];
-        for (int i = 0; i < hd; ++i) oh[i] += a * vt_layer[static_cast<size_t>(kvh * hd + i) * cap + t];
+        const float a = RoundToHalf(att[t]);
+        for (int i = 0; i < hd; ++i) oh[i] += a * gguf::HalfToFloat(vt_layer[static_cast<size_t>(kvh * hd + i) * cap + t]);
       }
     }
     matvec(w.wo, att_out_.data(), xb);

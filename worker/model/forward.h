@@ -38,8 +38,10 @@
 
 namespace gantry::model {
 
-// The keys and values of one sequence's positions, F32, capacity fixed at construction
-// (appending beyond it is an error, never a silent wrap).
+// The keys and values of one sequence's positions, F16 (as llama.cpp's default cache:
+// attention rounds each query and each softmaxed score row to F16 to meet them, as
+// ggml does), capacity fixed at construction (appending beyond it is an error, never a
+// silent wrap).
 class KvCache {
  public:
   KvCache(const ModelConfig& config, int capacity);
@@ -51,17 +53,22 @@ class KvCache {
   // failed request.
   void Truncate(int n);
   // Bytes the cache holds for all its positions.
-  size_t Bytes() const { return (k_.size() + vt_.size()) * sizeof(float); }
+  size_t Bytes() const { return (k_.size() + vt_.size()) * sizeof(uint16_t); }
+  // Bytes one position takes: keys and values of every layer.
+  static size_t BytesPerToken(const ModelConfig& config) {
+    return 2 * static_cast<size_t>(config.n_layer) * config.n_head_kv * config.head_dim * sizeof(uint16_t);
+  }
 
  private:
   friend class Forward;
   int capacity_;
   size_t kv_dim_;
   std::vector<int32_t> tokens_;
-  // Keys: [layer][pos][n_head_kv * head_dim]. Values transposed, so that attention
-  // output is a product with rows of positions: [layer][n_head_kv * head_dim][pos].
-  // Zero-initialised: positions not yet written multiply a zero weight.
-  std::vector<float> k_, vt_;
+  // F16 bits. Keys: [layer][pos][n_head_kv * head_dim]. Values transposed, so that
+  // attention output is a product with rows of positions:
+  // [layer][n_head_kv * head_dim][pos]. Zero-initialised: positions not yet written
+  // multiply a zero weight.
+  std::vector<uint16_t> k_, vt_;
 };
 
 class Forward {
@@ -117,6 +124,7 @@ class Forward {
   std::vector<Row> rows_;
   std::vector<uint8_t> prepared_;
   std::vector<float> scores_;  // per thread: [query row in block][position]
+  std::vector<float> rounded_;  // per thread: the block's queries, then its scores, in F16
 };
 
 }  // namespace gantry::model

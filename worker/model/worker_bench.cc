@@ -338,9 +338,9 @@ int StreamsMain(const std::string& streams, const std::string& shape, const std:
     BenchModel m = LoadBenchModel(type_name, shape, tokenizer, models_dir);
     if (!m.model) return 1;
     const ModelConfig& c = m.model->config();
-    const double kv_ours = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * sizeof(float);
+    const double kv_ours = static_cast<double>(KvCache::BytesPerToken(c));
     const double kv_peer = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * 2;  // llama.cpp's F16 cache
-    std::printf("\n%s: KV bytes per token ours %.0f (F32), llama.cpp %.0f (F16)\n\n", type_name.c_str(), kv_ours,
+    std::printf("\n%s: KV bytes per token ours %.0f, llama.cpp %.0f (F16)\n\n", type_name.c_str(), kv_ours,
                 kv_peer);
     std::printf("| streams | decode tok/s ours (per stream) | peer (per stream) | ratio | ours / our 1 stream "
                 "| TTFT p50 / p99 ours s | peer all prompts s |\n|---|---|---|---|---|---|---|\n");
