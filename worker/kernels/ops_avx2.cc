@@ -205,7 +205,7 @@ void QuantTile(const TileArgs& a) {
     GANTRY_UNROLL
     for (int i = 0; i < RM; ++i) {
       const uint8_t* block = rows[i] + b * B::kBytes;
-      if (RN == 1 && b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(block + RM * w.row_bytes), _MM_HINT_T0);
+      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(block + RM * w.row_bytes), _MM_HINT_T0);
       const __m256i wq = B::Load(block);
       const __m256i wabs = _mm256_sign_epi8(wq, wq);
       const float wd = HalfToFloat(block);

@@ -57,7 +57,7 @@ GANTRY_VNNI void VnniTile(const TileArgs& a) {
     GANTRY_UNROLL
     for (int i = 0; i < RM; ++i) {
       const uint8_t* block = rows[i] + b * B::kBytes;
-      if (RN == 1 && b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(block + RM * w.row_bytes), _MM_HINT_T0);
+      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(block + RM * w.row_bytes), _MM_HINT_T0);
       const __m256 wd = _mm256_set1_ps(HalfToFloat(block));
       if constexpr (kQ4) {
         const __m256i wu = B::LoadUnsigned(block);
@@ -255,10 +255,8 @@ GANTRY_VNNI512 __attribute__((always_inline)) inline void PackedTileStart(const 
 template <int RN, int kBytes, int kAhead>
 GANTRY_VNNI512 __attribute__((always_inline)) inline const uint8_t* PackedBlock(const PackedTileArgs& a, int b) {
   const uint8_t* p = a.group + static_cast<size_t>(b) * kBytes;
-  if (RN == 1) {
-    GANTRY_UNROLL
-    for (int o = 0; o < kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead * kBytes + o), _MM_HINT_T0);
-  }
+  GANTRY_UNROLL
+  for (int o = 0; o < kBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead * kBytes + o), _MM_HINT_T0);
   return p;
 }
 

@@ -58,6 +58,25 @@ const char* SequenceStateName(SequenceState state) {
   return "UNKNOWN";
 }
 
+const char* SequenceEventName(SequenceEvent event) {
+  switch (event) {
+    case SequenceEvent::kSlotTaken: return "slot_taken";
+    case SequenceEvent::kPromptEvaluated: return "prompt_evaluated";
+    case SequenceEvent::kEnded: return "ended";
+  }
+  return "unknown";
+}
+
+SequenceState NextSequenceState(SequenceState state, SequenceEvent event) {
+  if (state == SequenceState::kFinished) return state;
+  if (event == SequenceEvent::kEnded) return SequenceState::kFinished;
+  if (state == SequenceState::kWaiting && event == SequenceEvent::kSlotTaken) return SequenceState::kPrefilling;
+  if (state == SequenceState::kPrefilling && event == SequenceEvent::kPromptEvaluated) {
+    return SequenceState::kDecoding;
+  }
+  return state;
+}
+
 // One sequence's cache and whose prefix it holds.
 struct Engine::Slot {
   Slot(const model::ModelConfig& config, int capacity) : cache(config, capacity) {}
@@ -93,7 +112,7 @@ class Engine::Sequence {
   void Cancel();
 
  private:
-  void SetState(SequenceState next);
+  void On(SequenceEvent event);
   v1::StreamEvent Event();
   void Finish(v1::FinishReason reason, const absl::Status& status);
   // The generation's end: held-back text, the tool-call stream's end, the terminal.
@@ -133,10 +152,11 @@ class Engine::Sequence {
   Clock::time_point prefill_start_, decode_start_;
 };
 
-void Engine::Sequence::SetState(SequenceState next) {
+void Engine::Sequence::On(SequenceEvent event) {
+  const SequenceState next = NextSequenceState(state_, event);
   Log(LogLevel::kDebug, "worker.sequence",
       {{"state", SequenceStateName(next)}, {"from", SequenceStateName(state_)},
-       {"request_id", request_.request_id()}});
+       {"on", SequenceEventName(event)}, {"request_id", request_.request_id()}});
   state_ = next;
 }
 
@@ -156,7 +176,7 @@ void Engine::Sequence::Finish(v1::FinishReason reason, const absl::Status& statu
   *t->mutable_usage() = usage_;
   *t->mutable_timings() = timings_;
   *t->mutable_bundle() = bundle_.identity;
-  SetState(SequenceState::kFinished);
+  On(SequenceEvent::kEnded);
   emit_(std::move(e), usage_.completion_tokens());
 }
 
@@ -253,7 +273,7 @@ void Engine::Sequence::Attach(Slot* slot) {
   usage_.set_cached_prompt_tokens(static_cast<uint32_t>(common));
   prompt_at_ = common;
   prefill_start_ = Clock::now();
-  SetState(SequenceState::kPrefilling);
+  On(SequenceEvent::kSlotTaken);
 }
 
 model::Forward::Item Engine::Sequence::Input(int budget) {
@@ -285,7 +305,7 @@ void Engine::Sequence::Evaluated(const model::Forward::Item& item) {
     if (prompt_at_ < prompt_.size()) return;
     timings_.set_prefill_us(MicrosSince(prefill_start_));
     decode_start_ = Clock::now();
-    SetState(SequenceState::kDecoding);
+    On(SequenceEvent::kPromptEvaluated);
     if (max_tokens_ == 0) {
       Conclude(v1::FINISH_LENGTH, false);
       return;

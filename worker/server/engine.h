@@ -68,7 +68,19 @@ struct ServingBundle {
 };
 
 enum class SequenceState { kWaiting, kPrefilling, kDecoding, kFinished };
+// kSlotTaken: a WAITING request passed its checks and holds a slot; kPromptEvaluated:
+// the last prompt chunk was evaluated; kEnded: the terminal event was emitted (a
+// refusal, an error, a cancel, or the end of the generation).
+enum class SequenceEvent { kSlotTaken, kPromptEvaluated, kEnded };
 const char* SequenceStateName(SequenceState state);
+const char* SequenceEventName(SequenceEvent event);
+// The one transition function:
+//   WAITING    kSlotTaken -> PREFILLING, kEnded -> FINISHED
+//   PREFILLING kPromptEvaluated -> DECODING, kEnded -> FINISHED
+//   DECODING   kEnded -> FINISHED
+//   FINISHED   stays FINISHED
+// Any other pair is not a transition: the state stays (Engine never asks for one).
+SequenceState NextSequenceState(SequenceState state, SequenceEvent event);
 
 class Engine {
  public:

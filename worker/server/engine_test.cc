@@ -411,5 +411,28 @@ TEST_F(EngineTest, APrincipalsNextTurnFindsItsCacheAmongTheSlots) {
   EXPECT_EQ(m.text, first.text);
 }
 
+// One case per row of NextSequenceState's table (engine.h).
+TEST(SequenceStateTest, EveryRowOfTheTable) {
+  using S = SequenceState;
+  using E = SequenceEvent;
+  struct Row {
+    S from;
+    E on;
+    S to;
+  };
+  const Row rows[] = {
+      {S::kWaiting, E::kSlotTaken, S::kPrefilling},     {S::kWaiting, E::kEnded, S::kFinished},
+      {S::kWaiting, E::kPromptEvaluated, S::kWaiting},  {S::kPrefilling, E::kPromptEvaluated, S::kDecoding},
+      {S::kPrefilling, E::kEnded, S::kFinished},        {S::kPrefilling, E::kSlotTaken, S::kPrefilling},
+      {S::kDecoding, E::kEnded, S::kFinished},          {S::kDecoding, E::kSlotTaken, S::kDecoding},
+      {S::kDecoding, E::kPromptEvaluated, S::kDecoding}, {S::kFinished, E::kSlotTaken, S::kFinished},
+      {S::kFinished, E::kPromptEvaluated, S::kFinished}, {S::kFinished, E::kEnded, S::kFinished},
+  };
+  for (const Row& r : rows) {
+    EXPECT_EQ(NextSequenceState(r.from, r.on), r.to)
+        << SequenceStateName(r.from) << " on " << SequenceEventName(r.on);
+  }
+}
+
 }  // namespace
 }  // namespace gantry::server
