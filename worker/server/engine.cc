@@ -463,8 +463,14 @@ void Engine::Step() {
     slot->busy = true;
     s->Attach(slot);
   }
-  // Cancellation, then the pass: the decoding sequences first (one row each), then
-  // prompt chunks in arrival order within the budget.
+  // Cancellation, read once per sequence and step (a cancel that lands while the
+  // batch is built waits for the next step: read twice, a sequence already in the
+  // batch could end here and again after the pass).
+  for (auto& s : sequences_) {
+    if (s->state() != SequenceState::kFinished && s->cancelled()) s->Cancel();
+  }
+  // The pass: the decoding sequences first (one row each), then prompt chunks in
+  // arrival order within the budget.
   std::vector<Sequence*> batch;
   std::vector<model::Forward::Item> items;
   int budget = kMaxBatchTokens;
@@ -472,7 +478,6 @@ void Engine::Step() {
     const SequenceState wanted = pass == 0 ? SequenceState::kDecoding : SequenceState::kPrefilling;
     for (size_t i = 0; i < sequences_.size(); ++i) {
       Sequence& s = *sequences_[i];
-      if (s.cancelled() && s.state() != SequenceState::kFinished) s.Cancel();
       if (s.state() != wanted || budget == 0) continue;
       items.push_back(s.Input(budget));
       budget -= items.back().n;

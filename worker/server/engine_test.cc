@@ -411,6 +411,33 @@ TEST_F(EngineTest, APrincipalsNextTurnFindsItsCacheAmongTheSlots) {
   EXPECT_EQ(m.text, first.text);
 }
 
+// A cancel that lands while a step is under way (here: set by another request's
+// terminal event, emitted during that step) ends the request once, at the next look
+// (found by review: read twice per step, a sequence already in the pass could end
+// before it and again after it).
+TEST_F(EngineTest, ACancelDuringAStepEndsTheRequestOnce) {
+  Engine engine(scripted_->serving(), 512, /*slots=*/2);
+  std::atomic<bool> cancel_a{false}, cancel_x{false};
+  int terminals_a = 0, terminals_x = 0;
+  v1::InferenceRequest a = Request("count", 64), x = Request("What is the capital of France?", 64);
+  a.set_request_id("req_a");
+  x.set_request_id("req_x");
+  engine.Add(a, &cancel_a, [&](v1::StreamEvent e, uint32_t) {
+    if (e.has_terminal()) ++terminals_a;
+  });
+  engine.Add(x, &cancel_x, [&](v1::StreamEvent e, uint32_t) {
+    if (!e.has_terminal()) return;
+    ++terminals_x;
+    cancel_a = true;  // while the step that ended x is under way
+  });
+  for (int i = 0; i < 3; ++i) engine.Step();  // both decoding
+  cancel_x = true;
+  int steps = 0;
+  while (engine.active() > 0 && steps++ < 100) engine.Step();
+  EXPECT_EQ(terminals_x, 1);
+  EXPECT_EQ(terminals_a, 1);
+}
+
 // One case per row of NextSequenceState's table (engine.h).
 TEST(SequenceStateTest, EveryRowOfTheTable) {
   using S = SequenceState;
