@@ -40,6 +40,13 @@ size_t HeldSuffix(const std::string& text, const google::protobuf::RepeatedPtrFi
   return held;
 }
 
+// Tokens at the start of `a` and `b` that are the same.
+size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
 model::Forward::Options ForwardOptions(kernels::ThreadPool* pool) {
   model::Forward::Options options;
   options.pool = pool;
@@ -264,9 +271,7 @@ void Engine::Sequence::Attach(Slot* slot) {
   // 5. Prefix reuse within one principal; at least one token is evaluated for logits.
   size_t common = 0;
   if (slot->principal == request_.principal()) {
-    const auto& cached = slot->cache.tokens();
-    while (common < cached.size() && common < prompt_.size() && cached[common] == prompt_[common]) ++common;
-    common = std::min(common, prompt_.size() - 1);
+    common = std::min(CommonPrefix(slot->cache.tokens(), prompt_), prompt_.size() - 1);
   }
   slot->cache.Truncate(static_cast<int>(common));
   slot->principal = request_.principal();
@@ -433,10 +438,7 @@ Engine::Slot* Engine::PickSlot(const Sequence& sequence) {
   size_t best_common = 0;
   for (auto& slot : slots_) {
     if (slot->busy || slot->principal != sequence.request().principal()) continue;
-    const auto& cached = slot->cache.tokens();
-    const auto& prompt = sequence.prompt();
-    size_t common = 0;
-    while (common < cached.size() && common < prompt.size() && cached[common] == prompt[common]) ++common;
+    const size_t common = CommonPrefix(slot->cache.tokens(), sequence.prompt());
     if (common > best_common) best = slot.get(), best_common = common;
   }
   if (best) return best;
