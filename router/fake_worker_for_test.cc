@@ -158,6 +158,10 @@ void FakeWorkerForTest::Run() {
   ready.set_slots(options_.slots);
   ready.set_free_slots(options_.slots);
   ready.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  // A pool of 128 blocks, a quarter in use (the figures /metrics tests read).
+  ready.mutable_kv_cache()->set_block_tokens(32);
+  ready.mutable_kv_cache()->set_blocks(128);
+  ready.mutable_kv_cache()->set_blocks_in_use(32);
   if (options_.send_ready) send(ready);
   int64_t next_heartbeat = NowMs() + options_.heartbeat_interval_ms;
 

@@ -770,6 +770,12 @@ TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_worker_handshakes_refused_total 0"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_worker_handshakes_admitted_total 0"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_policy_info{sha256=\""));
+  // Each live worker's KV cache as its READY said (the double's: a quarter of 128 blocks).
+  EXPECT_TRUE(absl::StrContains(
+      metrics->body, "gantry_worker_kv_cache_usage_perc{model=\"test-model\",worker_id=\"host/1/test\"} 0.25"))
+      << metrics->body;
+  EXPECT_TRUE(absl::StrContains(metrics->body,
+                                "gantry_worker_kv_cache_blocks{model=\"test-model\",worker_id=\"host/1/test\"} 128"));
   // The refusal above, by its code; no request reached a worker yet in this test.
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_errors_total{code=\"no_worker\"} 1"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_request_duration_seconds_count 0"));

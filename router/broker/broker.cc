@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "common/zmq_io.h"
 #include "router/broker/broker_impl.h"
@@ -45,6 +46,26 @@ using internal::kPriorityClasses;
 using internal::Printable;
 
 namespace {
+
+// A conversation: its model, principal and first two messages (SHA-256, so that the
+// key's size does not grow with the prompt).
+std::string ConversationKey(const v1::InferenceRequest& request) {
+  Sha256 h;
+  for (const std::string* part : {&request.model(), &request.principal()}) {
+    h.Update(std::to_string(part->size()));
+    h.Update(":");
+    h.Update(*part);
+  }
+  for (int i = 0; i < std::min(2, request.messages_size()); ++i) {
+    for (const std::string* part : {&request.messages(i).role(), &request.messages(i).content()}) {
+      h.Update(std::to_string(part->size()));
+      h.Update(":");
+      h.Update(*part);
+    }
+  }
+  return h.HexDigest();
+}
+
 
 // Serving order of the priority classes: accessibility, interactive, batch.
 int ClassIndex(v1::PriorityClass priority) {
@@ -641,19 +662,43 @@ void Broker::Impl::Tick() {
   }
 }
 
+Broker::Impl::Worker* Broker::Impl::PickWorker(const std::string& model, const std::string& conversation) {
+  auto last = conversation_worker_.find(conversation);
+  if (last != conversation_worker_.end()) {
+    auto worker = workers_.find(last->second);
+    if (worker != workers_.end() && worker->second.bundle.model() == model && worker->second.credit > 0) {
+      ++stats_.dispatched_by_prefix;
+      return &worker->second;
+    }
+  }
+  Worker* best = nullptr;
+  for (auto& [identity, worker] : workers_) {
+    if (worker.bundle.model() != model || worker.credit <= 0) continue;
+    if (best == nullptr || worker.credit > best->credit ||
+        (worker.credit == best->credit && worker.in_flight.size() < best->in_flight.size())) {
+      best = &worker;
+    }
+  }
+  return best;
+}
+
+void Broker::Impl::Remember(const std::string& conversation, const std::string& identity) {
+  auto [it, inserted] = conversation_worker_.insert_or_assign(conversation, identity);
+  if (!inserted) return;
+  conversation_order_.push_back(conversation);
+  if (conversation_order_.size() > kMaxConversations) {
+    conversation_worker_.erase(conversation_order_.front());
+    conversation_order_.pop_front();
+  }
+}
+
 void Broker::Impl::Dispatch() {
   for (auto& [model, classes] : queues_) {
     bool no_credit = false;
     for (auto& queue : classes) {
       while (!queue.empty() && !no_credit) {
-        Worker* best = nullptr;
-        for (auto& [identity, worker] : workers_) {
-          if (worker.bundle.model() != model || worker.credit <= 0) continue;
-          if (best == nullptr || worker.credit > best->credit ||
-              (worker.credit == best->credit && worker.in_flight.size() < best->in_flight.size())) {
-            best = &worker;
-          }
-        }
+        const std::string conversation = ConversationKey(queue.front().request);
+        Worker* best = PickWorker(model, conversation);
         if (best == nullptr) {
           no_credit = true;  // lower classes wait too: strict priority
           break;
@@ -671,6 +716,7 @@ void Broker::Impl::Dispatch() {
         --best->credit;
         owner_[id] = best->identity;
         ++stats_.dispatched;
+        Remember(conversation, best->identity);
         std::string identity = best->identity;
         std::vector<std::string> frames = wire::EncodeFrames(message);
         frames.insert(frames.begin(), identity);
@@ -806,6 +852,7 @@ std::vector<std::string> Broker::LiveModels() const { return impl_->LiveModels()
 uint32_t Broker::LiveWorkerCount(const std::string& model) const {
   return impl_->LiveWorkerCount(model);
 }
+std::vector<WorkerKv> Broker::WorkerKvUse() const { return impl_->WorkerKvUse(); }
 BrokerStats Broker::stats() const { return impl_->stats(); }
 
 }  // namespace gantry::broker

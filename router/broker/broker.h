@@ -2,7 +2,7 @@
 // (ZMQ_ROUTER_MANDATORY) that workers connect to, the worker registry with its per-
 // identity state machine (UNKNOWN -> LIVE -> EXPIRED; state names appear in logs),
 // credit from READY/HEARTBEAT free_slots, heartbeats both ways, per-model admission
-// queues, and least-loaded dispatch.
+// queues, and prefix-aware dispatch (below).
 //
 // Registration (docs/protocol.md, "Worker identity"): READY is a claim, believed only
 // as far as the worker's credentials allow. With CURVE, the key's allow-list grant must
@@ -22,8 +22,13 @@
 // requests beyond what its workers' free slots will take at the next dispatch ->
 // RESOURCE_EXHAUSTED queue_full (429); both carry a retry hint. Otherwise
 // the request waits in the model's FIFO of its priority class; classes are served
-// accessibility first, then interactive, then batch. It is dispatched to the LIVE
-// worker of the model with the most credit (ties: fewest requests in flight).
+// accessibility first, then interactive, then batch. It is dispatched to the worker
+// its conversation went to last, while that worker is LIVE with credit: a conversation
+// is its model, principal and first two messages (an agent task's next turn repeats
+// them), and the worker keeps that principal's prefix cached (worker/server/engine.h),
+// so the turn reuses it. Otherwise, or for a first turn, to the LIVE worker of the
+// model with the most credit (ties: fewest requests in flight). The broker remembers
+// the last kMaxConversations conversations (the oldest forgotten first).
 //
 // Events: after an accepted Submit(), the sink receives the request's events in order
 // and then exactly one Terminal, always: the worker's FINAL; or worker_lost (its worker
@@ -103,6 +108,9 @@ class StreamSink {
 inline constexpr char kWorkerNotAllowed[] = "worker_not_allowed";
 inline constexpr char kWorkerIdTaken[] = "worker_id_taken";
 
+// Conversations whose worker the broker remembers.
+inline constexpr size_t kMaxConversations = 65536;
+
 // What a READY may claim at most (larger claims are refused, see above).
 inline constexpr uint32_t kMaxWorkerSlots = 1024;
 inline constexpr uint32_t kMaxContextLength = 1u << 21;  // 2,097,152 tokens
@@ -157,6 +165,8 @@ struct BrokerStats {
   uint64_t queued = 0;
   uint64_t in_flight = 0;
   uint64_t dispatched = 0;
+  // ... of which to the worker that served the conversation's previous turn.
+  uint64_t dispatched_by_prefix = 0;
   uint64_t workers_expired = 0;
   uint64_t dropped_frames = 0;   // malformed, unknown request id, after a terminal
   uint64_t rejected_queue_full = 0;
@@ -167,6 +177,18 @@ struct BrokerStats {
   uint64_t cancels_unanswered = 0;
   // READYs refused: worker_not_allowed, worker_id_taken, out of bounds.
   uint64_t ready_refused = 0;
+};
+
+// What a LIVE worker last said of its KV cache (READY, then each HEARTBEAT).
+// (Ready.kv_cache, docs/protocol.md.)
+struct WorkerKv {
+  std::string model;
+  std::string worker_id;
+  uint32_t block_tokens = 0;
+  uint32_t blocks = 0;
+  uint32_t blocks_in_use = 0;
+  uint32_t blocks_cached = 0;
+  uint64_t preemptions = 0;
 };
 
 class Broker {
@@ -212,6 +234,8 @@ class Broker {
   std::vector<std::string> LiveModels() const;
   // LIVE workers serving `model` now.
   uint32_t LiveWorkerCount(const std::string& model) const;
+  // Every LIVE worker's KV cache, by worker_id.
+  std::vector<WorkerKv> WorkerKvUse() const;
   BrokerStats stats() const;
 
   class Impl;

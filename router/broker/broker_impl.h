@@ -52,6 +52,7 @@ class Broker::Impl {
   std::optional<v1::BundleIdentity> LiveBundle(const std::string& model) const;
   std::vector<std::string> LiveModels() const;
   uint32_t LiveWorkerCount(const std::string& model) const;
+  std::vector<WorkerKv> WorkerKvUse() const;
   BrokerStats stats() const;
 
  private:
@@ -84,6 +85,7 @@ class Broker::Impl {
     std::string user_id;
     v1::BundleIdentity bundle;
     uint32_t slots = 0;
+    v1::KvCacheUse kv;  // as of its last READY or HEARTBEAT
     int64_t credit = 0;
     int64_t last_seen_us = 0;
     std::map<std::string, InFlight> in_flight;
@@ -123,6 +125,10 @@ class Broker::Impl {
   void SendDisconnect(const std::string& identity, absl::string_view message);
   void Tick();
   void Dispatch();
+  // The model's worker for `request`: its conversation's, else the least loaded; null
+  // when none has credit.
+  Worker* PickWorker(const std::string& model, const std::string& conversation);
+  void Remember(const std::string& conversation, const std::string& identity);
   void FailQueuedIfNoWorker(const std::string& model);
   bool HasLiveWorker(const std::string& model) const;
   // The credit of the model's LIVE workers together.
@@ -188,6 +194,10 @@ class Broker::Impl {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Worker> workers_;  // by ZeroMQ identity
   std::unordered_map<std::string, std::string> owner_;  // request id -> worker identity
+  // Conversation key -> the worker identity its last request went to; keys in the
+  // order they were last dispatched (the oldest forgotten beyond kMaxConversations).
+  std::unordered_map<std::string, std::string> conversation_worker_;
+  std::deque<std::string> conversation_order_;
   std::map<std::string, std::array<std::deque<Pending>, internal::kPriorityClasses>> queues_;
   std::set<std::string> known_ids_;  // queued or in flight
   struct PendingCancel {

@@ -158,6 +158,7 @@ void Broker::Impl::Register(const std::string& identity, const v1::Ready& ready,
   worker.user_id = user_id;
   worker.bundle = ready.bundle();
   worker.slots = ready.slots();
+  worker.kv = ready.kv_cache();
   worker.credit = ready.free_slots();
   worker.last_seen_us = options_.clock->MonotonicMicros();
   workers_[identity] = std::move(worker);
@@ -173,6 +174,7 @@ void Broker::Impl::Register(const std::string& identity, const v1::Ready& ready,
 
 void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
   const std::string identity = worker.identity;
+  if (heartbeat.has_kv_cache()) worker.kv = heartbeat.kv_cache();
   std::set<std::string> active(heartbeat.active_request_ids().begin(),
                                heartbeat.active_request_ids().end());
   // The worker works on something we do not know (any more): cancel it.
@@ -277,6 +279,17 @@ uint32_t Broker::Impl::LiveWorkerCount(const std::string& model) const {
   uint32_t n = 0;
   for (const auto& [identity, worker] : workers_) n += worker.bundle.model() == model ? 1 : 0;
   return n;
+}
+
+std::vector<WorkerKv> Broker::Impl::WorkerKvUse() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WorkerKv> out;
+  for (const auto& [identity, worker] : workers_) {
+    out.push_back({worker.bundle.model(), worker.worker_id, worker.kv.block_tokens(), worker.kv.blocks(),
+                   worker.kv.blocks_in_use(), worker.kv.blocks_cached(), worker.kv.preemptions()});
+  }
+  std::sort(out.begin(), out.end(), [](const WorkerKv& a, const WorkerKv& b) { return a.worker_id < b.worker_id; });
+  return out;
 }
 
 }  // namespace gantry::broker

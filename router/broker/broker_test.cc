@@ -262,6 +262,67 @@ TEST(Broker, TwoWorkersOneKilledTheOtherKeepsServing) {
   }
 }
 
+// A conversation's next turn goes to the worker that served its last one (which holds
+// its prefix), though least-loaded dispatch would pick the other; another
+// conversation, or another principal's, goes least-loaded.
+TEST(Broker, AConversationsNextTurnGoesToTheWorkerThatServedItsLast) {
+  auto broker = StartBroker();
+  FakeWorkerOptions a = WorkerOptions(*broker, "host/1/a");
+  a.slots = 3;
+  a.script = {FakeStep::Sleep(600), FakeStep::Text("from a"), FakeStep::Finish(v1::FINISH_STOP)};
+  FakeWorkerOptions b = WorkerOptions(*broker, "host/2/b");
+  b.slots = 1;
+  b.script = {FakeStep::Text("from b"), FakeStep::Finish(v1::FINISH_STOP)};
+  FakeWorkerForTest worker_a(a);
+  FakeWorkerForTest worker_b(b);
+  ASSERT_TRUE(WaitLive(*broker, 2));
+  auto turn = [](const std::string& principal, const std::string& task, int turns) {
+    v1::InferenceRequest r = Request();
+    r.set_principal(principal);
+    r.mutable_messages(0)->set_role("system");
+    r.mutable_messages(0)->set_content("You are an agent.");
+    for (int i = 0; i < turns; ++i) {
+      auto* user = r.add_messages();
+      user->set_role("user");
+      user->set_content(i == 0 ? task : "go on");
+      if (i + 1 == turns) break;
+      auto* reply = r.add_messages();
+      reply->set_role("assistant");
+      reply->set_content("done " + std::to_string(i));
+    }
+    return r;
+  };
+  auto first = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(turn("alice", "fix the bug", 1), first).ok());  // a: most credit
+  ASSERT_TRUE(first->WaitTerminal(5000));
+  EXPECT_EQ(first->Text(), "from a");
+  // Two other tasks keep a busy: least-loaded would now pick b.
+  std::vector<std::shared_ptr<RecordingSink>> busy;
+  for (const char* task : {"write docs", "add a test"}) {
+    busy.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(broker->Submit(turn("alice", task, 1), busy.back()).ok());
+  }
+  const uint64_t by_prefix = broker->stats().dispatched_by_prefix;
+  auto second = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(turn("alice", "fix the bug", 2), second).ok());
+  ASSERT_TRUE(second->WaitTerminal(5000));
+  EXPECT_EQ(second->Text(), "from a");
+  EXPECT_EQ(broker->stats().dispatched_by_prefix, by_prefix + 1);
+  for (auto& sink : busy) ASSERT_TRUE(sink->WaitTerminal(5000));
+  for (auto& sink : busy) EXPECT_EQ(sink->Text(), "from a");
+  // The same task from another principal is another conversation: least-loaded.
+  busy.clear();
+  for (const char* task : {"write docs", "add a test"}) {
+    busy.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(broker->Submit(turn("carol", task, 1), busy.back()).ok());
+  }
+  auto mallory = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(turn("mallory", "fix the bug", 2), mallory).ok());
+  ASSERT_TRUE(mallory->WaitTerminal(5000));
+  EXPECT_EQ(mallory->Text(), "from b");
+  for (auto& sink : busy) ASSERT_TRUE(sink->WaitTerminal(5000));
+}
+
 TEST(Broker, HeartbeatExpiryWithinThreeIntervals) {
   auto broker = StartBroker();
   FakeWorkerOptions options = WorkerOptions(*broker);

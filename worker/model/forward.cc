@@ -39,16 +39,6 @@ float RoundToHalf(float v) { return gguf::HalfToFloat(gguf::FloatToHalf(v)); }
 
 }  // namespace
 
-KvCache::KvCache(const ModelConfig& c, int capacity)
-    : capacity_(capacity), kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim) {
-  k_.resize(static_cast<size_t>(c.n_layer) * capacity * kv_dim_);
-  vt_.resize(k_.size());
-}
-
-void KvCache::Truncate(int n) {
-  if (n < n_past()) tokens_.resize(std::max(0, n));
-}
-
 // One output of Project(): y (rows of ldy floats) = x W^T.
 struct Forward::Projection {
   const kernels::Matrix* w;
@@ -81,6 +71,10 @@ void Forward::Eval(std::vector<Item>* items) {
       }
     }
     if (!item.status.ok()) continue;
+    if (item.cache->Grow(item.n) < item.n) {
+      item.status = ReasonError("server_busy", "no free KV cache blocks for this sequence's tokens");
+      continue;
+    }
     // One cache, one item: two items of a pass writing one cache would race.
     for (const Item* other : valid) {
       if (other->cache == item.cache) item.status = absl::InvalidArgumentError("a cache appears twice in one pass");
@@ -98,7 +92,7 @@ void Forward::Eval(std::vector<Item>* items) {
       for (int i = 0; i < item->n; ++i) {
         float* logits = i + 1 == item->n && item->logits ? item->logits->data() : nullptr;
         ForwardReference(item->cache, item->tokens[i], item->cache->n_past(), logits);
-        item->cache->tokens_.push_back(item->tokens[i]);
+        item->cache->Commit(item->tokens + i, 1);
       }
     }
     return;
@@ -109,7 +103,7 @@ void Forward::Eval(std::vector<Item>* items) {
     for (int i = 0; i < item->n; ++i) rows_.push_back({item->cache, item->cache->n_past() + i});
   }
   ForwardRows(valid);
-  for (Item* item : valid) item->cache->tokens_.insert(item->cache->tokens_.end(), item->tokens, item->tokens + item->n);
+  for (Item* item : valid) item->cache->Commit(item->tokens, item->n);
 }
 
 void Forward::Reserve(int n, int max_capacity) {
@@ -118,6 +112,7 @@ void Forward::Reserve(int n, int max_capacity) {
     capacity_reserved_ = max_capacity;
     scores_.resize(static_cast<size_t>(threads) * kAttentionBlock * capacity_reserved_);
     rounded_.resize(scores_.size() + static_cast<size_t>(threads) * kAttentionBlock * c_.head_dim);
+    partial_.resize(static_cast<size_t>(threads) * kAttentionBlock * c_.head_dim);
   }
   if (n <= rows_reserved_) return;
   rows_reserved_ = n;
@@ -209,12 +204,7 @@ void Forward::ForwardRows(const std::vector<Item*>& items) {
           if (c_.qk_norm) kernels::RmsNorm(k + h * hd, k + h * hd, w.k_norm.data(), hd, c_.rms_eps);
           kernels::RopeApply(k + h * hd, hd, cs, c_.rope_mode);
         }
-        KvCache& cache = *rows_[t].cache;
-        const size_t cap = cache.capacity_, pos = rows_[t].pos;
-        uint16_t* k_layer = cache.k_.data() + static_cast<size_t>(l) * cap * kv_dim;
-        uint16_t* vt_layer = cache.vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
-        for (int i = 0; i < kv_dim; ++i) k_layer[pos * kv_dim + i] = gguf::FloatToHalf(k[i]);
-        for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = gguf::FloatToHalf(v[i]);
+        StoreKv(rows_[t].cache, l, rows_[t].pos, k, v);
       }
     });
     Attention(l, items);
@@ -259,6 +249,7 @@ void Forward::ForwardRows(const std::vector<Item*>& items) {
 // causal mask: later positions get weight 0), then out = scores V, as a product with
 // V's transposed rows. The tasks of all items are one parallel region.
 void Forward::Attention(int layer, const std::vector<Item*>& items) {
+  constexpr int B = KvPool::kBlockTokens;
   const kernels::KernelSet& k = kernels::Kernels();
   const int hd = c_.head_dim;
   const int q_dim = c_.n_head * hd, kv_dim = c_.n_head_kv * hd;
@@ -277,26 +268,30 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
     float* scores = scores_.data() + static_cast<size_t>(thread) * kAttentionBlock * ld;
     float* rounded_q = rounded_.data() + static_cast<size_t>(thread) * rounded_stride;
     float* rounded_scores = rounded_q + static_cast<size_t>(kAttentionBlock) * hd;
+    float* partial = partial_.data() + static_cast<size_t>(thread) * kAttentionBlock * hd;
     size_t i = 0;
     for (int task = begin; task < end; ++task) {
       while (task >= first_task[i + 1]) ++i;
       const Item& item = *items[i];
       const KvCache& cache = *item.cache;
-      const size_t cap = cache.capacity_;
+      const KvPool& pool = cache.pool();
       const int pos0 = cache.n_past();
       const int blocks = (item.n + kAttentionBlock - 1) / kAttentionBlock;
       const int local = task - first_task[i];
       const int h = local / blocks, kvh = h / group;
       const int t0 = (local % blocks) * kAttentionBlock, t1 = std::min(item.n, t0 + kAttentionBlock);
+      const int rows = t1 - t0;
       const int visible = pos0 + t1;
-      const uint16_t* k_layer = cache.k_.data() + static_cast<size_t>(layer) * cap * kv_dim;
-      const uint16_t* vt_layer = cache.vt_.data() + static_cast<size_t>(layer) * cap * kv_dim;
-      const kernels::Matrix keys = HalfMatrix(k_layer + kvh * hd, visible, hd, kv_dim);
       const size_t row0 = static_cast<size_t>(first_row[i] + t0);
       const float* q = q_.data() + row0 * q_dim + h * hd;
-      k.prepare(gguf::TensorType::kF16, q, q_dim, t1 - t0, hd, reinterpret_cast<uint8_t*>(rounded_q));
-      k.matmul(keys, reinterpret_cast<const uint8_t*>(rounded_q), hd * sizeof(float), t1 - t0, scores, ld, 0,
-               visible);
+      // Scores, one KV block of keys at a time.
+      k.prepare(gguf::TensorType::kF16, q, q_dim, rows, hd, reinterpret_cast<uint8_t*>(rounded_q));
+      for (int p0 = 0; p0 < visible; p0 += B) {
+        const int span = std::min(B, visible - p0);
+        const kernels::Matrix keys = HalfMatrix(pool.keys(cache.block_at(p0), layer) + kvh * hd, span, hd, kv_dim);
+        k.matmul(keys, reinterpret_cast<const uint8_t*>(rounded_q), hd * sizeof(float), rows, scores + p0, ld, 0,
+                 span);
+      }
       for (int t = t0; t < t1; ++t) {
         float* row = scores + static_cast<size_t>(t - t0) * ld;
         const int seen = pos0 + t + 1;
@@ -304,12 +299,38 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
         k.softmax(row, seen);
         std::fill(row + seen, row + visible, 0.0f);
       }
-      const kernels::Matrix values = HalfMatrix(vt_layer + static_cast<size_t>(kvh) * hd * cap, hd, visible, cap);
-      k.prepare(gguf::TensorType::kF16, scores, ld, t1 - t0, visible, reinterpret_cast<uint8_t*>(rounded_scores));
-      k.matmul(values, reinterpret_cast<const uint8_t*>(rounded_scores), visible * sizeof(float), t1 - t0,
-               att_out_.data() + row0 * q_dim + h * hd, q_dim, 0, hd);
+      // Output: the first block's product, then each next block's added.
+      k.prepare(gguf::TensorType::kF16, scores, ld, rows, visible, reinterpret_cast<uint8_t*>(rounded_scores));
+      float* out = att_out_.data() + row0 * q_dim + h * hd;
+      for (int p0 = 0; p0 < visible; p0 += B) {
+        const int span = std::min(B, visible - p0);
+        const kernels::Matrix values =
+            HalfMatrix(pool.values(cache.block_at(p0), layer) + static_cast<size_t>(kvh) * hd * B, hd, span, B);
+        const uint8_t* x = reinterpret_cast<const uint8_t*>(rounded_scores + p0);
+        if (p0 == 0) {
+          k.matmul(values, x, visible * sizeof(float), rows, out, q_dim, 0, hd);
+          continue;
+        }
+        k.matmul(values, x, visible * sizeof(float), rows, partial, hd, 0, hd);
+        for (int r = 0; r < rows; ++r) {
+          float* o = out + static_cast<size_t>(r) * q_dim;
+          const float* add = partial + static_cast<size_t>(r) * hd;
+          for (int d = 0; d < hd; ++d) o[d] += add[d];
+        }
+      }
     }
   });
+}
+
+void Forward::StoreKv(KvCache* cache, int layer, int pos, const float* k, const float* v) {
+  constexpr int B = KvPool::kBlockTokens;
+  KvPool& pool = cache->pool();
+  const int block = cache->block_at(pos), at = pos % B;
+  const size_t kv_dim = pool.kv_dim();
+  uint16_t* keys = pool.keys(block, layer) + static_cast<size_t>(at) * kv_dim;
+  uint16_t* values = pool.values(block, layer) + at;
+  for (size_t i = 0; i < kv_dim; ++i) keys[i] = gguf::FloatToHalf(k[i]);
+  for (size_t i = 0; i < kv_dim; ++i) values[i * B] = gguf::FloatToHalf(v[i]);
 }
 
 void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* logits) {
@@ -318,7 +339,8 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
   const int hd = c_.head_dim;
   const int kv_dim = c_.n_head_kv * hd;
   const int group = c_.n_head / c_.n_head_kv;
-  const size_t cap = cache->capacity_;
+  constexpr int B = KvPool::kBlockTokens;
+  const KvPool& pool = cache->pool();
   const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
   float* x = x_.data();
   float* xb = xb_.data();
@@ -345,16 +367,13 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
       if (c_.qk_norm) kernels::RmsNorm(kh, kh, w.k_norm.data(), hd, c_.rms_eps);
       kernels::Rope(kh, hd, pos, c_.rope_base, c_.rope_mode);
     }
-    uint16_t* k_layer = cache->k_.data() + static_cast<size_t>(l) * cap * kv_dim;
-    uint16_t* vt_layer = cache->vt_.data() + static_cast<size_t>(l) * cap * kv_dim;
-    for (int i = 0; i < kv_dim; ++i) k_layer[static_cast<size_t>(pos) * kv_dim + i] = gguf::FloatToHalf(k_[i]);
-    for (int i = 0; i < kv_dim; ++i) vt_layer[static_cast<size_t>(i) * cap + pos] = gguf::FloatToHalf(v_[i]);
+    StoreKv(cache, l, pos, k_.data(), v_.data());
     // The F16 cache meets queries and scores rounded to F16 (as the fast path, and ggml).
     for (int h = 0; h < c_.n_head; ++h) {
       const float* qh = q_.data() + h * hd;
       const int kvh = h / group;
       for (int t = 0; t <= pos; ++t) {
-        const uint16_t* kt = k_layer + static_cast<size_t>(t) * kv_dim + kvh * hd;
+        const uint16_t* kt = pool.keys(cache->block_at(t), l) + static_cast<size_t>(t % B) * kv_dim + kvh * hd;
         float s = 0;
         for (int i = 0; i < hd; ++i) s += RoundToHalf(qh[i]) * gguf::HalfToFloat(kt[i]);
         att[t] = s * inv_sqrt_hd;
@@ -364,7 +383,8 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
       std::fill(oh, oh + hd, 0.0f);
       for (int t = 0; t <= pos; ++t) {
         const float a = RoundToHalf(att[t]);
-        for (int i = 0; i < hd; ++i) oh[i] += a * gguf::HalfToFloat(vt_layer[static_cast<size_t>(kvh * hd + i) * cap + t]);
+        const uint16_t* vt = pool.values(cache->block_at(t), l) + static_cast<size_t>(kvh) * hd * B + t % B;
+        for (int i = 0; i < hd; ++i) oh[i] += a * gguf::HalfToFloat(vt[static_cast<size_t>(i) * B]);
       }
     }
     matvec(w.wo, att_out_.data(), xb);

@@ -18,10 +18,15 @@
 // Options::reference selects the scalar one-token-at-a-time path (ops.h), the yardstick
 // the fast path is tested against.
 //
-// Errors are per item: an item whose tokens do not fit its cache (INVALID_ARGUMENT,
-// reason "context_length_exceeded") or name a token outside the vocabulary
-// (INVALID_ARGUMENT, "invalid_request") gets that status and nothing appended; the
-// other items are evaluated as if it were not there.
+// The caches are paged (kv_cache.h): each row's keys and values go to the block of its
+// position, F16, and attention reads a sequence's blocks in order. The cache meets
+// queries and softmaxed scores rounded to F16, as ggml meets its F16 cache.
+//
+// Errors are per item: an item whose tokens do not fit its cache's capacity
+// (INVALID_ARGUMENT, reason "context_length_exceeded"), find no room in its pool
+// (UNAVAILABLE, "server_busy"; the engine makes room before a pass) or name a
+// token outside the vocabulary (INVALID_ARGUMENT, "invalid_request") gets that status
+// and nothing appended; the other items are evaluated as if it were not there.
 //
 // Thread-safety: a Forward is used by one thread at a time and owns the scratch of a
 // pass; the Model is shared and immutable; the pool must not be used by anyone else
@@ -34,42 +39,10 @@
 
 #include "absl/status/status.h"
 #include "worker/kernels/thread_pool.h"
+#include "worker/model/kv_cache.h"
 #include "worker/model/model.h"
 
 namespace gantry::model {
-
-// The keys and values of one sequence's positions, F16 (as llama.cpp's default cache:
-// attention rounds each query and each softmaxed score row to F16 to meet them, as
-// ggml does), capacity fixed at construction (appending beyond it is an error, never a
-// silent wrap).
-class KvCache {
- public:
-  KvCache(const ModelConfig& config, int capacity);
-
-  int n_past() const { return static_cast<int>(tokens_.size()); }
-  int capacity() const { return capacity_; }
-  const std::vector<int32_t>& tokens() const { return tokens_; }
-  // Keeps the first `n` positions (n <= n_past()): prefix reuse, and recovery after a
-  // failed request.
-  void Truncate(int n);
-  // Bytes the cache holds for all its positions.
-  size_t Bytes() const { return (k_.size() + vt_.size()) * sizeof(uint16_t); }
-  // Bytes one position takes: keys and values of every layer.
-  static size_t BytesPerToken(const ModelConfig& config) {
-    return 2 * static_cast<size_t>(config.n_layer) * config.n_head_kv * config.head_dim * sizeof(uint16_t);
-  }
-
- private:
-  friend class Forward;
-  int capacity_;
-  size_t kv_dim_;
-  std::vector<int32_t> tokens_;
-  // F16 bits. Keys: [layer][pos][n_head_kv * head_dim]. Values transposed, so that
-  // attention output is a product with rows of positions:
-  // [layer][n_head_kv * head_dim][pos]. Zero-initialised: positions not yet written
-  // multiply a zero weight.
-  std::vector<uint16_t> k_, vt_;
-};
 
 class Forward {
  public:
@@ -113,6 +86,8 @@ class Forward {
   void Reserve(int rows, int max_capacity);
   // Reference path: one token of one sequence.
   void ForwardReference(KvCache* cache, int32_t token, int pos, float* logits);
+  // Writes one position's keys and values (F32, kv_dim each) into its block.
+  void StoreKv(KvCache* cache, int layer, int pos, const float* k, const float* v);
 
   const Model& model_;
   const ModelConfig& c_;
@@ -125,6 +100,7 @@ class Forward {
   std::vector<uint8_t> prepared_;
   std::vector<float> scores_;  // per thread: [query row in block][position]
   std::vector<float> rounded_;  // per thread: the block's queries, then its scores, in F16
+  std::vector<float> partial_;  // per thread: one KV block's share of the block's output
 };
 
 }  // namespace gantry::model

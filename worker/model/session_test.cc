@@ -1,6 +1,7 @@
 // The fast forward pass (chunked prefill, threads, the CPU's best kernels) against the
 // scalar one-token reference path, and sequences batched against the same sequences
 // alone, on small random-weight models.
+// The paged cache's prefix sharing (kv_cache.h) against evaluating alone.
 // Stated tolerance: every logit within 2e-3 * max|logit| (F32, F16) or 2e-2 * max|logit|
 // (Q8_0, Q4_0, Q5_K, Q4_K_M, where a float difference can flip an activation's
 // quantization step); the top token identical. K-quant models are 256 wide (their rows
@@ -276,6 +277,137 @@ TEST(ForwardTest, AFailingItemDoesNotDisturbTheOthers) {
   EXPECT_EQ(bad_token.n_past(), 0);
   EXPECT_EQ(good.n_past(), static_cast<int>(prompt.size()));
   EXPECT_EQ(logits, want);
+}
+
+
+// Evaluates `tokens` into `cache` in one item; the last token's logits.
+std::vector<float> EvalInto(Forward& forward, KvCache* cache, const std::vector<int32_t>& tokens, size_t from = 0) {
+  std::vector<float> logits;
+  std::vector<Forward::Item> items(1);
+  items[0] = {cache, tokens.data() + from, static_cast<int>(tokens.size() - from), &logits, absl::OkStatus()};
+  forward.Eval(&items);
+  EXPECT_TRUE(items[0].status.ok()) << items[0].status;
+  return logits;
+}
+
+constexpr int B = KvPool::kBlockTokens, kCapacity = 160;
+
+// A Q8_0 qwen3 model and a Forward over it, for the paged cache's tests.
+class PagedCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(TokenizerDir(), "");
+    l_ = Make("qwen3", gguf::TensorType::kQ8_0);
+    ASSERT_TRUE(l_.model);
+    forward_ = std::make_unique<Forward>(*l_.model, Forward::Options());
+  }
+  // The logits of `tokens` evaluated by a Session of their own.
+  std::vector<float> Alone(const std::vector<int32_t>& tokens) {
+    Session session(*l_.model, kCapacity);
+    std::vector<float> logits;
+    EXPECT_TRUE(session.Eval(tokens, &logits).ok());
+    return logits;
+  }
+  Loaded l_;
+  std::unique_ptr<Forward> forward_;
+};
+
+std::vector<int32_t> Tokens(int n, int salt) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(100 + (salt * 7919 + i * 104729) % 5000);
+  return t;
+}
+
+// A tenant's second sequence shares the first one's full blocks and gets the logits it
+// gets alone. A third, cut back into a shared block, writes a copy of it
+// (copy-on-write): the first one, still running, is not disturbed. Another tenant finds
+// nothing, even with the same tokens.
+TEST_F(PagedCacheTest, ATenantSharesItsPrefixAndNoOtherTenantDoes) {
+  KvPool pool(l_.model->config(), 16);
+  Forward& forward = *forward_;
+  const std::vector<int32_t> first = Tokens(2 * B + 16, 1);
+  std::vector<int32_t> second(first.begin(), first.begin() + 2 * B + 6);
+  for (int32_t t : Tokens(20, 2)) second.push_back(t);
+
+  KvCache a(&pool, kCapacity, "alice");
+  EvalInto(forward, &a, first);
+  EXPECT_EQ(pool.in_use(), 3);
+  KvCache b(&pool, kCapacity, "alice");
+  // Full blocks only: `a`'s third block is still being written.
+  EXPECT_EQ(b.Reuse(second, static_cast<int>(second.size()) - 1), 2 * B);
+  EXPECT_EQ(pool.in_use(), 3);
+  EXPECT_EQ(EvalInto(forward, &b, second, b.n_past()), Alone(second));
+  EXPECT_EQ(pool.in_use(), 4);
+
+  KvCache c(&pool, kCapacity, "alice");
+  EXPECT_EQ(c.Reuse(first, 2 * B), 2 * B);
+  c.Truncate(B + 8);
+  std::vector<int32_t> third(first.begin(), first.begin() + B + 8);
+  for (int32_t t : Tokens(5, 9)) third.push_back(t);
+  EXPECT_EQ(EvalInto(forward, &c, third, c.n_past()), Alone(third));
+  EXPECT_EQ(pool.in_use(), 5);  // c holds a's first block and a copy of her second
+
+  std::vector<int32_t> first_then = first;
+  first_then.push_back(first[0]);
+  EXPECT_EQ(EvalInto(forward, &a, {first[0]}), Alone(first_then));
+
+  KvCache bob(&pool, kCapacity, "bob");
+  EXPECT_EQ(bob.Reuse(first, static_cast<int>(first.size()) - 1), 0);
+  EXPECT_EQ(bob.Reuse(second, static_cast<int>(second.size()) - 1), 0);
+}
+
+// Released blocks stay cached: the next turn of a tenant finds its whole previous
+// sequence, the partial last block included (copied); positions cannot be reused past
+// `limit`.
+TEST_F(PagedCacheTest, ReleasedBlocksServeTheNextTurn) {
+  KvPool pool(l_.model->config(), 8);
+  Forward& forward = *forward_;
+  const std::vector<int32_t> turn1 = Tokens(B + 20, 3);
+  {
+    KvCache a(&pool, kCapacity, "alice");
+    EvalInto(forward, &a, turn1);
+  }
+  EXPECT_EQ(pool.in_use(), 0);
+  EXPECT_EQ(pool.cached(), 2);
+  EXPECT_EQ(pool.tokens_held(), B + 20);
+  std::vector<int32_t> turn2 = turn1;
+  for (int32_t t : Tokens(10, 4)) turn2.push_back(t);
+  KvCache next(&pool, kCapacity, "alice");
+  EXPECT_EQ(next.Reuse(turn2, static_cast<int>(turn2.size()) - 1), B + 20);
+  EXPECT_EQ(EvalInto(forward, &next, turn2, next.n_past()), Alone(turn2));
+  // The same prompt again: everything but its last token.
+  KvCache again(&pool, kCapacity, "alice");
+  EXPECT_EQ(again.Reuse(turn1, static_cast<int>(turn1.size()) - 1), B + 19);
+}
+
+// A short pool: a sequence's room is what is left (Grow), Forward refuses a pass
+// without room and appends nothing, and the least recently released blocks are evicted
+// first, a prefix's tail before its start.
+TEST_F(PagedCacheTest, AShortPoolEvictsTheLeastRecentlyReleasedTailFirst) {
+  KvPool pool(l_.model->config(), 4);
+  Forward& forward = *forward_;
+  const std::vector<int32_t> alice = Tokens(3 * B, 5);
+  {
+    KvCache a(&pool, kCapacity, "alice");
+    EvalInto(forward, &a, alice);
+    KvCache starved(&pool, kCapacity, "carol");
+    EXPECT_EQ(starved.Grow(2 * B), B);  // one block left
+    KvCache none(&pool, kCapacity, "dave");
+    EXPECT_EQ(starved.Grow(2 * B), B);
+    std::vector<Forward::Item> items(1);
+    const std::vector<int32_t> two = {1, 2};
+    std::vector<float> logits;
+    items[0] = {&none, two.data(), 2, &logits, absl::OkStatus()};
+    forward.Eval(&items);
+    EXPECT_EQ(ReasonOf(items[0].status), "server_busy");
+    EXPECT_EQ(none.n_past(), 0);
+  }
+  EXPECT_EQ(pool.cached(), 3);
+  KvCache bob(&pool, kCapacity, "bob");
+  EvalInto(forward, &bob, Tokens(3 * B, 6));  // one free block, then two of alice's evicted
+  EXPECT_EQ(pool.cached(), 1);
+  KvCache alice_again(&pool, kCapacity, "alice");
+  EXPECT_EQ(alice_again.Reuse(alice, static_cast<int>(alice.size())), B);  // her first block survived
 }
 
 }  // namespace

@@ -338,7 +338,7 @@ int StreamsMain(const std::string& streams, const std::string& shape, const std:
     BenchModel m = LoadBenchModel(type_name, shape, tokenizer, models_dir);
     if (!m.model) return 1;
     const ModelConfig& c = m.model->config();
-    const double kv_ours = static_cast<double>(KvCache::BytesPerToken(c));
+    const double kv_ours = static_cast<double>(KvPool::BytesPerToken(c));
     const double kv_peer = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * 2;  // llama.cpp's F16 cache
     std::printf("\n%s: KV bytes per token ours %.0f, llama.cpp %.0f (F16)\n\n", type_name.c_str(), kv_ours,
                 kv_peer);

@@ -40,13 +40,6 @@ size_t HeldSuffix(const std::string& text, const google::protobuf::RepeatedPtrFi
   return held;
 }
 
-// Tokens at the start of `a` and `b` that are the same.
-size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 model::Forward::Options ForwardOptions(kernels::ThreadPool* pool) {
   model::Forward::Options options;
   options.pool = pool;
@@ -69,6 +62,7 @@ const char* SequenceEventName(SequenceEvent event) {
   switch (event) {
     case SequenceEvent::kSlotTaken: return "slot_taken";
     case SequenceEvent::kPromptEvaluated: return "prompt_evaluated";
+    case SequenceEvent::kPreempted: return "preempted";
     case SequenceEvent::kEnded: return "ended";
   }
   return "unknown";
@@ -81,17 +75,12 @@ SequenceState NextSequenceState(SequenceState state, SequenceEvent event) {
   if (state == SequenceState::kPrefilling && event == SequenceEvent::kPromptEvaluated) {
     return SequenceState::kDecoding;
   }
+  if ((state == SequenceState::kPrefilling || state == SequenceState::kDecoding) &&
+      event == SequenceEvent::kPreempted) {
+    return SequenceState::kWaiting;
+  }
   return state;
 }
-
-// One sequence's cache and whose prefix it holds.
-struct Engine::Slot {
-  Slot(const model::ModelConfig& config, int capacity) : cache(config, capacity) {}
-  model::KvCache cache;
-  std::string principal;  // whose tokens the cache holds
-  bool busy = false;
-  uint64_t last_used = 0;
-};
 
 // One request from Add() to its terminal event.
 class Engine::Sequence {
@@ -103,15 +92,23 @@ class Engine::Sequence {
   SequenceState state() const { return state_; }
   bool cancelled() const { return cancel_->load(std::memory_order_relaxed); }
   const v1::InferenceRequest& request() const { return request_; }
-  const std::vector<int32_t>& prompt() const { return prompt_; }
-  Slot* slot() const { return slot_; }
   bool admitted() const { return admitted_; }
+  // Positions the sequence puts in its cache before its next decode step.
+  size_t feed_size() const { return feed_.size(); }
+  model::KvCache* cache() const { return cache_.get(); }
+  uint64_t attached_at() const { return attached_at_; }
 
   // WAITING, first seen: the checks before any work. False when the request ended.
   bool Admit(int capacity);
-  // WAITING -> PREFILLING on `slot`, reusing its cache's common prefix.
-  void Attach(Slot* slot);
-  // What this sequence evaluates in the next pass, at most `budget` rows (> 0).
+  // WAITING -> PREFILLING with a cache of `pool`, reusing the longest prefix its
+  // principal has there; `order` ranks it among the attached (the newest is preempted
+  // first).
+  void Attach(model::KvPool* pool, int capacity, uint64_t order);
+  // PREFILLING or DECODING -> WAITING: its blocks go back to the pool (cached for its
+  // return); it resumes where it was, recomputing what was evicted meanwhile.
+  void Preempt();
+  // What this sequence evaluates in the next pass, at most `budget` rows (> 0) and
+  // what its cache has room for; n == 0: nothing this pass.
   model::Forward::Item Input(int budget);
   // After the pass: `item` was this sequence's input.
   void Evaluated(const model::Forward::Item& item);
@@ -136,12 +133,18 @@ class Engine::Sequence {
   const Clock::time_point start_;
   SequenceState state_ = SequenceState::kWaiting;
   bool admitted_ = false;
-  Slot* slot_ = nullptr;
+  bool decoded_ = false;  // reached DECODING (and may be back in WAITING, preempted)
+  std::unique_ptr<model::KvCache> cache_;
+  uint64_t attached_at_ = 0;
+  uint32_t held_ = 0;  // prompt positions its cache held when last preempted
   uint64_t seq_ = 0;
   v1::Usage usage_;
   v1::Timings timings_;
   std::vector<int32_t> prompt_;
-  size_t prompt_at_ = 0;  // prompt positions in the cache
+  // What goes into the cache before decoding: the prompt, or after a preemption of a
+  // decoding sequence its prompt, the tokens sampled and the one sampled last.
+  std::vector<int32_t> feed_;
+  size_t feed_at_ = 0;  // positions of feed_ in the cache
   uint32_t max_tokens_ = 0;
   std::unique_ptr<toolcall::ToolCallStream> calls_;
   absl::Status calls_status_;
@@ -219,6 +222,7 @@ bool Engine::Sequence::Admit(int capacity) {
     return false;
   }
   prompt_ = std::move(built->ids);
+  feed_ = prompt_;
   usage_.set_prompt_tokens(static_cast<uint32_t>(prompt_.size()));
   usage_.set_prompt_ids_sha256(TokenIdsSha256Hex(prompt_));
   {
@@ -266,51 +270,66 @@ bool Engine::Sequence::Admit(int capacity) {
   return true;
 }
 
-void Engine::Sequence::Attach(Slot* slot) {
-  slot_ = slot;
+void Engine::Sequence::Attach(model::KvPool* pool, int capacity, uint64_t order) {
   // 5. Prefix reuse within one principal; at least one token is evaluated for logits.
-  size_t common = 0;
-  if (slot->principal == request_.principal()) {
-    common = std::min(CommonPrefix(slot->cache.tokens(), prompt_), prompt_.size() - 1);
+  cache_ = std::make_unique<model::KvCache>(pool, capacity, request_.principal());
+  feed_at_ = static_cast<size_t>(cache_->Reuse(feed_, static_cast<int>(feed_.size()) - 1));
+  attached_at_ = order;
+  if (!decoded_ && held_ == 0) {  // first attached
+    usage_.set_cached_prompt_tokens(static_cast<uint32_t>(feed_at_));
+    prefill_start_ = Clock::now();
   }
-  slot->cache.Truncate(static_cast<int>(common));
-  slot->principal = request_.principal();
-  usage_.set_cached_prompt_tokens(static_cast<uint32_t>(common));
-  prompt_at_ = common;
-  prefill_start_ = Clock::now();
   On(SequenceEvent::kSlotTaken);
+}
+
+void Engine::Sequence::Preempt() {
+  if (state_ == SequenceState::kDecoding) {
+    feed_ = cache_->tokens();
+    feed_.push_back(next_token_);
+  } else {
+    held_ = std::max<uint32_t>(held_, static_cast<uint32_t>(cache_->n_past()));
+  }
+  cache_.reset();
+  Log(LogLevel::kInfo, "worker.preempted",
+      {{"request_id", request_.request_id()}, {"positions", std::to_string(feed_.size())}});
+  On(SequenceEvent::kPreempted);
 }
 
 model::Forward::Item Engine::Sequence::Input(int budget) {
   model::Forward::Item item;
-  item.cache = &slot_->cache;
+  item.cache = cache_.get();
   if (state_ == SequenceState::kDecoding) {
     item.tokens = &next_token_;
     item.n = 1;
     item.logits = &logits_;
     return item;
   }
-  const size_t n = std::min<size_t>(prompt_.size() - prompt_at_, static_cast<size_t>(budget));
-  item.tokens = prompt_.data() + prompt_at_;
+  size_t n = std::min<size_t>(feed_.size() - feed_at_, static_cast<size_t>(budget));
+  n = static_cast<size_t>(cache_->Grow(static_cast<int>(n)));
+  item.tokens = feed_.data() + feed_at_;
   item.n = static_cast<int>(n);
-  // Only the prompt's last position needs the head.
-  item.logits = prompt_at_ + n == prompt_.size() ? &logits_ : nullptr;
+  // Only the last position fed needs the head.
+  item.logits = n > 0 && feed_at_ + n == feed_.size() ? &logits_ : nullptr;
   return item;
 }
 
 void Engine::Sequence::Evaluated(const model::Forward::Item& item) {
   if (!item.status.ok()) {
-    slot_->cache.Truncate(0);
     if (state_ == SequenceState::kPrefilling) timings_.set_prefill_us(MicrosSince(prefill_start_));
     Finish(v1::FINISH_ERROR, item.status);
     return;
   }
   if (state_ == SequenceState::kPrefilling) {
-    prompt_at_ += item.n;
-    if (prompt_at_ < prompt_.size()) return;
+    feed_at_ += item.n;
+    if (feed_at_ < feed_.size()) return;
+    On(SequenceEvent::kPromptEvaluated);
+    if (decoded_) {  // back from a preemption: the next token is sampled as before
+      Decide(*item.logits);
+      return;
+    }
+    decoded_ = true;
     timings_.set_prefill_us(MicrosSince(prefill_start_));
     decode_start_ = Clock::now();
-    On(SequenceEvent::kPromptEvaluated);
     if (max_tokens_ == 0) {
       Conclude(v1::FINISH_LENGTH, false);
       return;
@@ -320,17 +339,17 @@ void Engine::Sequence::Evaluated(const model::Forward::Item& item) {
 }
 
 void Engine::Sequence::Cancel() {
-  if (state_ == SequenceState::kDecoding) {
+  if (decoded_) {  // decoding, or preempted while decoding
     Conclude(v1::FINISH_CANCELLED, false);
     return;
   }
   // Before or during the prefill: the prompt positions held are the work done.
+  uint32_t held = held_;
   if (state_ == SequenceState::kPrefilling) {
     timings_.set_prefill_us(MicrosSince(prefill_start_));
-    usage_.set_prompt_tokens(static_cast<uint32_t>(slot_->cache.n_past()));
-  } else {
-    usage_.set_prompt_tokens(0);
+    held = std::max(held, static_cast<uint32_t>(cache_->n_past()));
   }
+  usage_.set_prompt_tokens(held);
   Finish(v1::FINISH_CANCELLED, ReasonError("cancelled", "the request was cancelled"));
 }
 
@@ -418,52 +437,53 @@ void Engine::Sequence::Conclude(v1::FinishReason reason, bool hit_stop_string) {
   }
 }
 
-Engine::Engine(const ServingBundle& bundle, int capacity, int slots, int threads)
+Engine::Engine(const ServingBundle& bundle, int capacity, int slots, int threads, size_t kv_bytes)
     : bundle_(bundle),
-      pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
-      forward_(*bundle.model, ForwardOptions(pool_.get())) {
-  for (int i = 0; i < std::max(1, slots); ++i) {
-    slots_.push_back(std::make_unique<Slot>(bundle.model->config(), capacity));
-  }
+      capacity_(capacity),
+      slots_(std::max(1, slots)),
+      pool_(bundle.model->config(), KvBlocks(bundle.model->config(), capacity, slots_, kv_bytes)),
+      thread_pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
+      forward_(*bundle.model, ForwardOptions(thread_pool_.get())) {
+  PublishKvStatus();
 }
 
 Engine::~Engine() = default;
+
+int Engine::KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes) {
+  const int one_context = model::KvPool::BlocksFor(capacity) + 1;
+  if (kv_bytes == 0) return slots * one_context;
+  return std::max(one_context, static_cast<int>(kv_bytes / model::KvPool::BlockBytes(config)));
+}
 
 void Engine::Add(const v1::InferenceRequest& request, const std::atomic<bool>* cancel, Emit emit) {
   sequences_.push_back(std::make_unique<Sequence>(bundle_, request, cancel, std::move(emit)));
 }
 
-Engine::Slot* Engine::PickSlot(const Sequence& sequence) {
-  Slot* best = nullptr;
-  size_t best_common = 0;
-  for (auto& slot : slots_) {
-    if (slot->busy || slot->principal != sequence.request().principal()) continue;
-    const size_t common = CommonPrefix(slot->cache.tokens(), sequence.prompt());
-    if (common > best_common) best = slot.get(), best_common = common;
+Engine::Sequence* Engine::Newest() const {
+  Sequence* newest = nullptr;
+  for (const auto& s : sequences_) {
+    const SequenceState state = s->state();
+    if (state != SequenceState::kPrefilling && state != SequenceState::kDecoding) continue;
+    if (!newest || s->attached_at() > newest->attached_at()) newest = s.get();
   }
-  if (best) return best;
-  for (auto& slot : slots_) {
-    if (slot->busy) continue;
-    const bool empty = slot->cache.n_past() == 0;
-    if (!best || (empty && best->cache.n_past() > 0) ||
-        (empty == (best->cache.n_past() == 0) && slot->last_used < best->last_used)) {
-      best = slot.get();
-    }
-  }
-  return best;
+  return newest;
 }
 
 void Engine::Step() {
-  ++clock_;
-  // Admission, in the order requests came; a request without a slot waits, and so do
-  // the ones behind it.
+  // Admission, in the order requests came (a preempted one keeps its place): a request
+  // waits while every slot is taken or, with others running, while the pool cannot
+  // hold its prompt; the ones behind it wait too.
+  int attached = 0;
+  for (const auto& s : sequences_) {
+    attached += s->state() == SequenceState::kPrefilling || s->state() == SequenceState::kDecoding;
+  }
   for (auto& s : sequences_) {
     if (s->state() != SequenceState::kWaiting) continue;
-    if (!s->admitted() && !s->Admit(slots_.front()->cache.capacity())) continue;
-    Slot* slot = PickSlot(*s);
-    if (!slot) break;
-    slot->busy = true;
-    s->Attach(slot);
+    if (!s->admitted() && !s->Admit(capacity_)) continue;
+    if (attached >= slots_) break;
+    if (attached > 0 && pool_.available() < model::KvPool::BlocksFor(s->feed_size() + 1)) break;
+    s->Attach(&pool_, capacity_, ++attach_count_);
+    ++attached;
   }
   // Cancellation, read once per sequence and step (a cancel that lands while the
   // batch is built waits for the next step: read twice, a sequence already in the
@@ -471,35 +491,64 @@ void Engine::Step() {
   for (auto& s : sequences_) {
     if (s->state() != SequenceState::kFinished && s->cancelled()) s->Cancel();
   }
+  // Room for every decoding sequence's next token, the oldest first: when the pool is
+  // out of blocks, the newest attached sequence is preempted (its blocks released)
+  // until there is (vLLM's recompute preemption).
+  for (auto& s : sequences_) {
+    if (s->state() != SequenceState::kDecoding) continue;
+    while (s->state() == SequenceState::kDecoding && s->cache()->Grow(1) < 1) {
+      Newest()->Preempt();
+      ++preemptions_;
+    }
+  }
   // The pass: the decoding sequences first (one row each), then prompt chunks in
-  // arrival order within the budget.
+  // arrival order within the budget and the room the pool has.
   std::vector<Sequence*> batch;
   std::vector<model::Forward::Item> items;
   int budget = kMaxBatchTokens;
+  bool prefilling = false;
   for (int pass = 0; pass < 2; ++pass) {
     const SequenceState wanted = pass == 0 ? SequenceState::kDecoding : SequenceState::kPrefilling;
     for (size_t i = 0; i < sequences_.size(); ++i) {
       Sequence& s = *sequences_[i];
-      if (s.state() != wanted || budget == 0) continue;
-      items.push_back(s.Input(budget));
-      budget -= items.back().n;
+      if (s.state() != wanted) continue;
+      prefilling |= pass == 1;
+      if (budget == 0) continue;
+      model::Forward::Item item = s.Input(budget);
+      if (item.n == 0) continue;
+      budget -= item.n;
+      items.push_back(item);
       batch.push_back(&s);
     }
   }
+  // Prompts that found no room and nothing else to run: the newest gives way.
+  if (items.empty() && prefilling) {
+    Newest()->Preempt();
+    ++preemptions_;
+  }
   if (!items.empty()) forward_.Eval(&items);
   for (size_t i = 0; i < items.size(); ++i) batch[i]->Evaluated(items[i]);
-  // The finished leave; their slots keep their caches for the next request.
+  // The finished leave; their blocks stay cached for the next request.
   for (auto it = sequences_.begin(); it != sequences_.end();) {
-    if ((*it)->state() != SequenceState::kFinished) {
-      ++it;
-      continue;
-    }
-    if (Slot* slot = (*it)->slot()) {
-      slot->busy = false;
-      slot->last_used = clock_;
-    }
-    it = sequences_.erase(it);
+    it = (*it)->state() == SequenceState::kFinished ? sequences_.erase(it) : it + 1;
   }
+  PublishKvStatus();
+}
+
+void Engine::PublishKvStatus() {
+  kv_in_use_.store(pool_.in_use(), std::memory_order_relaxed);
+  kv_cached_.store(pool_.cached(), std::memory_order_relaxed);
+}
+
+Engine::KvStatus Engine::kv_status() const {
+  KvStatus status;
+  status.block_tokens = model::KvPool::kBlockTokens;
+  status.blocks = pool_.blocks();
+  status.in_use = kv_in_use_.load(std::memory_order_relaxed);
+  status.cached = kv_cached_.load(std::memory_order_relaxed);
+  status.bytes = pool_.bytes();
+  status.preemptions = preemptions();
+  return status;
 }
 
 void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& cancel, const Emit& emit) {
@@ -511,16 +560,6 @@ void Engine::Run(const v1::InferenceRequest& request, const std::atomic<bool>& c
   while (!ended) Step();
 }
 
-int Engine::cached_tokens() const {
-  int n = 0;
-  for (const auto& slot : slots_) n += slot->cache.n_past();
-  return n;
-}
-
-size_t Engine::kv_bytes() const {
-  size_t n = 0;
-  for (const auto& slot : slots_) n += slot->cache.Bytes();
-  return n;
-}
+int64_t Engine::cached_tokens() const { return pool_.tokens_held(); }
 
 }  // namespace gantry::server

@@ -5,9 +5,17 @@
 // long new prompt does not stall the streams already decoding); sequences join and
 // leave between steps.
 //
+// KV memory is one pool of blocks (model/kv_cache.h) sized in bytes: `slots` bounds
+// the sequences running at once, the pool the positions they hold together. A
+// sequence takes blocks as it grows; when a decoding sequence finds none, the newest
+// running sequence is preempted: its blocks are released (and stay cached), it goes
+// back to WAITING in its place in line and, admitted again, re-evaluates from what is
+// still cached (vLLM's recompute preemption; its stream goes on where it was).
+//
 // A request (docs/protocol.md, "Inference") goes through these states, logged by name
 // as event worker.sequence:
-//   WAITING     added; rendered and checked when first seen, then waits for a slot;
+//   WAITING     added; rendered and checked when first seen, then waits for a slot
+//               and room in the pool (also where a preempted sequence waits);
 //   PREFILLING  holds a slot: its prompt is evaluated chunk by chunk;
 //   DECODING    one token sampled and fed back per step;
 //   FINISHED    its terminal event was emitted; the slot is free again.
@@ -15,10 +23,10 @@
 // tool protocol fail at once (tool_protocol_undeclared); render the template (a failure
 // is template_render_failed, never a fallback); tokenize with the template's special
 // tokens parsed and the client's text kept as text (tokenizer-svc/conversation/prompt.h);
-// check prompt + max_tokens against a slot's capacity (context_length_exceeded). Then a
-// slot: of the free ones, the one whose cache holds the longest common token prefix
-// with this prompt for the same principal (never another principal's), else an empty
-// one, else the least recently used; that prefix is reused (cached_prompt_tokens). A
+// check prompt + max_tokens against a sequence's capacity (context_length_exceeded).
+// Then a slot and a cache that starts with the longest prefix of the prompt the pool
+// holds for the same principal (never another principal's: blocks are keyed by their
+// tenant), shared or copied; that prefix is reused (cached_prompt_tokens). A
 // sequence generates until EOS, a stop string, max_tokens, an invalid tool call, or
 // cancellation, which is read before every step the sequence takes part in (a cancel
 // lands within one chunk or one decode step).
@@ -71,13 +79,14 @@ enum class SequenceState { kWaiting, kPrefilling, kDecoding, kFinished };
 // kSlotTaken: a WAITING request passed its checks and holds a slot; kPromptEvaluated:
 // the last prompt chunk was evaluated; kEnded: the terminal event was emitted (a
 // refusal, an error, a cancel, or the end of the generation).
-enum class SequenceEvent { kSlotTaken, kPromptEvaluated, kEnded };
+// kPreempted: the pool ran out and this was the newest running sequence.
+enum class SequenceEvent { kSlotTaken, kPromptEvaluated, kPreempted, kEnded };
 const char* SequenceStateName(SequenceState state);
 const char* SequenceEventName(SequenceEvent event);
 // The one transition function:
 //   WAITING    kSlotTaken -> PREFILLING, kEnded -> FINISHED
-//   PREFILLING kPromptEvaluated -> DECODING, kEnded -> FINISHED
-//   DECODING   kEnded -> FINISHED
+//   PREFILLING kPromptEvaluated -> DECODING, kPreempted -> WAITING, kEnded -> FINISHED
+//   DECODING   kPreempted -> WAITING, kEnded -> FINISHED
 //   FINISHED   stays FINISHED
 // Any other pair is not a transition: the state stays (Engine never asks for one).
 SequenceState NextSequenceState(SequenceState state, SequenceEvent event);
@@ -92,9 +101,21 @@ class Engine {
   // Rows of prompt chunks and decode tokens in one pass.
   static constexpr int kMaxBatchTokens = 512;
 
-  // `slots` sequences at once, each holding up to `capacity` tokens; `threads` for the
+  // KV memory now: blocks of the pool in use, cached and in all.
+  struct KvStatus {
+    int block_tokens = 0;
+    int blocks = 0;
+    int in_use = 0;
+    int cached = 0;
+    size_t bytes = 0;
+    int64_t preemptions = 0;
+  };
+
+  // `slots` sequences at once, each holding up to `capacity` tokens, in a pool of
+  // `kv_bytes` (0: room for every slot's whole context; never less than one context:
+  // a request that fits its capacity always fits the pool alone); `threads` for the
   // forward pass of the whole engine.
-  Engine(const ServingBundle& bundle, int capacity, int slots = 1, int threads = 1);
+  Engine(const ServingBundle& bundle, int capacity, int slots = 1, int threads = 1, size_t kv_bytes = 0);
   ~Engine();
 
   // Adds a request (WAITING); it joins the batch at the next Step(). `cancel` must stay
@@ -109,23 +130,32 @@ class Engine {
   // Runs one request to its end (Add, then Step until its terminal event).
   void Run(const gantry::v1::InferenceRequest& request, const std::atomic<bool>& cancel, const Emit& emit);
 
-  // Tokens held in all slots' caches (for tests of prefix reuse).
-  int cached_tokens() const;
-  // Bytes of KV cache the slots hold.
-  size_t kv_bytes() const;
+  // Positions the pool's blocks hold, in use or cached (for tests of prefix reuse).
+  int64_t cached_tokens() const;
+  // As of the last Step(); safe to call from any thread.
+  KvStatus kv_status() const;
+  // Sequences preempted so far.
+  int64_t preemptions() const { return preemptions_.load(std::memory_order_relaxed); }
+  // Blocks of the pool for these arguments (as the constructor sizes it).
+  static int KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes);
 
  private:
-  struct Slot;
   class Sequence;
 
-  Slot* PickSlot(const Sequence& sequence);
+  // The running sequence attached last, or null.
+  Sequence* Newest() const;
+  void PublishKvStatus();
 
   const ServingBundle& bundle_;
-  std::unique_ptr<kernels::ThreadPool> pool_;  // before forward_: it uses the pool
+  const int capacity_;
+  const int slots_;
+  model::KvPool pool_;  // before sequences_: their caches release into it
+  std::unique_ptr<kernels::ThreadPool> thread_pool_;  // before forward_: it uses it
   model::Forward forward_;
-  std::vector<std::unique_ptr<Slot>> slots_;
   std::deque<std::unique_ptr<Sequence>> sequences_;  // in the order they were added
-  uint64_t clock_ = 0;  // steps taken: when each slot was last used
+  uint64_t attach_count_ = 0;
+  std::atomic<int64_t> preemptions_{0};
+  std::atomic<int> kv_in_use_{0}, kv_cached_{0};
 };
 
 }  // namespace gantry::server

@@ -85,6 +85,63 @@ class EngineTest : public ::testing::Test {
     return result;
   }
 
+  // Eight greedy requests of different lengths and two principals; `padding` makes
+  // each prompt longer.
+  static std::vector<v1::InferenceRequest> StoryRequests(const std::string& padding) {
+    std::vector<v1::InferenceRequest> requests;
+    for (int i = 0; i < 8; ++i) {
+      v1::InferenceRequest r = Request(padding + "Story number " + std::to_string(i) + std::string(i, '!') +
+                                           " about a " + (i % 2 ? "cat" : "lighthouse keeper"),
+                                       10 + i);
+      r.set_request_id("req_" + std::to_string(i));
+      r.set_principal(i % 3 ? "alice" : "bob");
+      r.mutable_sampling()->set_temperature(0.0f);
+      requests.push_back(r);
+    }
+    return requests;
+  }
+
+  // Adds the first `first` requests, takes two steps, adds the rest, steps until all
+  // ended.
+  static std::vector<Result> RunTogether(Engine& engine, const std::vector<v1::InferenceRequest>& requests,
+                                         size_t first) {
+    std::vector<Result> together(requests.size());
+    static std::atomic<bool> no{false};
+    auto add = [&](size_t i) {
+      engine.Add(requests[i], &no, [&together, i](v1::StreamEvent e, uint32_t) {
+        together[i].seqs.push_back(e.seq());
+        if (e.has_text()) together[i].text += e.text().text();
+        if (e.has_terminal()) {
+          together[i].terminal = e.terminal();
+          ++together[i].terminals;
+        }
+      });
+    };
+    for (size_t i = 0; i < first; ++i) add(i);
+    engine.Step();
+    engine.Step();
+    for (size_t i = first; i < requests.size(); ++i) add(i);
+    int steps = 0;
+    while (engine.active() > 0 && steps++ < 5000) engine.Step();
+    return together;
+  }
+
+  // Each stream ran together as it ran alone: one terminal, the same output and usage,
+  // its events numbered without a gap.
+  static void ExpectSame(const std::vector<Result>& together, const std::vector<Result>& alone) {
+    ASSERT_EQ(together.size(), alone.size());
+    for (size_t i = 0; i < together.size(); ++i) {
+      EXPECT_EQ(together[i].terminals, 1) << i;
+      EXPECT_EQ(together[i].text, alone[i].text) << i;
+      EXPECT_EQ(together[i].terminal.usage().completion_tokens(), alone[i].terminal.usage().completion_tokens())
+          << i;
+      EXPECT_EQ(together[i].terminal.usage().prompt_tokens(), alone[i].terminal.usage().prompt_tokens()) << i;
+      EXPECT_EQ(together[i].terminal.usage().prompt_ids_sha256(), alone[i].terminal.usage().prompt_ids_sha256());
+      EXPECT_EQ(together[i].terminal.finish_reason(), alone[i].terminal.finish_reason()) << i;
+      for (size_t k = 0; k < together[i].seqs.size(); ++k) EXPECT_EQ(together[i].seqs[k], k);
+    }
+  }
+
   static LoadedBundle* scripted_;
   static LoadedBundle* sampled_;
   static LoadedBundle* no_tools_;
@@ -344,54 +401,75 @@ TEST_F(EngineTest, NoMessagesIsInvalidRequestBeforeRendering) {
 // sampling, exactly the text and token counts each produces alone; each still ends
 // with one terminal, its own events in order.
 TEST_F(EngineTest, BatchedRequestsProduceWhatEachProducesAlone) {
-  constexpr int kRequests = 8;
-  std::vector<v1::InferenceRequest> requests;
-  for (int i = 0; i < kRequests; ++i) {
-    v1::InferenceRequest r = Request(std::string("Story number ") + std::to_string(i) + std::string(i, '!') +
-                                         " about a " + (i % 2 ? "cat" : "lighthouse keeper"),
-                                     10 + i);
-    r.set_request_id("req_" + std::to_string(i));
-    r.set_principal(i % 3 ? "alice" : "bob");
-    r.mutable_sampling()->set_temperature(0.0f);
-    requests.push_back(r);
-  }
+  std::vector<v1::InferenceRequest> requests = StoryRequests("");
   std::vector<Result> alone;
   for (const auto& r : requests) {
     Engine engine(sampled_->serving(), 256);
     alone.push_back(Run(engine, r));
   }
-  Engine batched(sampled_->serving(), 256, kRequests, 2);
-  std::vector<Result> together(kRequests);
-  std::atomic<bool> no{false};
-  auto add = [&](int i) {
-    batched.Add(requests[i], &no, [&together, i](v1::StreamEvent e, uint32_t) {
-      together[i].seqs.push_back(e.seq());
-      if (e.has_text()) together[i].text += e.text().text();
-      if (e.has_terminal()) {
-        together[i].terminal = e.terminal();
-        ++together[i].terminals;
-      }
-    });
-  };
-  for (int i = 0; i < 4; ++i) add(i);
-  batched.Step();
-  batched.Step();
-  for (int i = 4; i < kRequests; ++i) add(i);
-  int steps = 0;
-  while (batched.active() > 0 && steps++ < 1000) batched.Step();
-  for (int i = 0; i < kRequests; ++i) {
-    EXPECT_EQ(together[i].terminals, 1) << i;
-    EXPECT_EQ(together[i].text, alone[i].text) << i;
-    EXPECT_EQ(together[i].terminal.usage().completion_tokens(), alone[i].terminal.usage().completion_tokens()) << i;
-    EXPECT_EQ(together[i].terminal.usage().prompt_ids_sha256(), alone[i].terminal.usage().prompt_ids_sha256());
-    EXPECT_EQ(together[i].terminal.finish_reason(), alone[i].terminal.finish_reason()) << i;
-    for (size_t k = 0; k < together[i].seqs.size(); ++k) EXPECT_EQ(together[i].seqs[k], k);
-  }
+  Engine batched(sampled_->serving(), 256, static_cast<int>(requests.size()), 2);
+  std::vector<Result> together = RunTogether(batched, requests, 4);
+  ExpectSame(together, alone);
   EXPECT_GT(alone[7].terminal.usage().completion_tokens(), 0u);
+  EXPECT_EQ(batched.preemptions(), 0);
 }
 
-// With several slots, a principal's next turn finds its own cache even after another
-// principal used a slot in between, and another principal never gets it.
+// A pool that holds about one context for eight streams: the newest running sequence
+// is preempted when a decoding one finds no block, goes back to waiting, and resumes
+// from what stayed cached; every stream still gets what it gets alone, once.
+TEST_F(EngineTest, AShortPoolPreemptsTheNewestAndEveryStreamGetsWhatItGetsAlone) {
+  std::string padding;
+  for (int i = 0; i < 40; ++i) padding += "w" + std::to_string(i) + " ";
+  std::vector<v1::InferenceRequest> requests = StoryRequests(padding);
+  std::vector<Result> alone;
+  for (const auto& r : requests) {
+    Engine engine(sampled_->serving(), 256);
+    alone.push_back(Run(engine, r));
+  }
+  const size_t one_context = model::KvPool::BlockBytes(sampled_->serving().model->config()) *
+                             (model::KvPool::BlocksFor(256) + 1);
+  Engine batched(sampled_->serving(), 256, static_cast<int>(requests.size()), 2, one_context);
+  EXPECT_EQ(batched.kv_status().blocks, model::KvPool::BlocksFor(256) + 1);
+  std::vector<Result> together = RunTogether(batched, requests, 4);
+  ExpectSame(together, alone);
+  EXPECT_GT(batched.preemptions(), 0) << "prompt tokens " << alone[0].terminal.usage().prompt_tokens();
+  EXPECT_EQ(batched.kv_status().in_use, 0);
+}
+
+// Requests of one principal running at once share the blocks of their common prefix
+// (a long system prompt); another principal's identical prompt shares nothing.
+TEST_F(EngineTest, RunningRequestsOfOnePrincipalShareAPrefixAndNoOtherDoes) {
+  std::string system;
+  for (int i = 0; i < 60; ++i) system += "rule " + std::to_string(i) + ". ";
+  auto make = [&](const std::string& principal, const std::string& user) {
+    v1::InferenceRequest r = Request(user, 8);
+    r.set_principal(principal);
+    r.set_request_id("req_" + principal + "_" + user);
+    r.mutable_sampling()->set_temperature(0.0f);
+    v1::ChatMessage* sys = r.add_messages();
+    sys->set_role("system");
+    sys->set_content(system);
+    std::swap(*r.mutable_messages(0), *r.mutable_messages(1));
+    return r;
+  };
+  const std::vector<v1::InferenceRequest> requests = {make("alice", "first question"), make("alice", "second one"),
+                                                      make("bob", "second one")};
+  std::vector<Result> alone;
+  for (const auto& r : requests) {
+    Engine engine(sampled_->serving(), 512);
+    alone.push_back(Run(engine, r));
+  }
+  Engine engine(sampled_->serving(), 512, 4, 2);
+  std::vector<Result> together = RunTogether(engine, requests, 1);
+  ExpectSame(together, alone);
+  const uint32_t shared = together[1].terminal.usage().cached_prompt_tokens();
+  EXPECT_GE(shared, 2u * model::KvPool::kBlockTokens);
+  EXPECT_LT(shared, together[1].terminal.usage().prompt_tokens() - 2);
+  EXPECT_EQ(together[2].terminal.usage().cached_prompt_tokens(), 0u);
+}
+
+// With several slots, a principal's next turn finds its own blocks in the pool even
+// after other principals ran in between, and another principal never gets them.
 TEST_F(EngineTest, APrincipalsNextTurnFindsItsCacheAmongTheSlots) {
   Engine engine(scripted_->serving(), 512, /*slots=*/2);
   v1::InferenceRequest alice = Request("What is the capital of France?");
@@ -402,7 +480,7 @@ TEST_F(EngineTest, APrincipalsNextTurnFindsItsCacheAmongTheSlots) {
   EXPECT_EQ(Run(engine, bob).terminal.usage().cached_prompt_tokens(), 0u);
   v1::InferenceRequest mallory = alice;
   mallory.set_principal("mallory");
-  EXPECT_EQ(Run(engine, mallory).terminal.usage().cached_prompt_tokens(), 0u);  // evicts the LRU: alice's
+  EXPECT_EQ(Run(engine, mallory).terminal.usage().cached_prompt_tokens(), 0u);
   Result bob_again = Run(engine, bob);
   EXPECT_EQ(bob_again.terminal.usage().cached_prompt_tokens(), bob_again.terminal.usage().prompt_tokens() - 1);
   v1::InferenceRequest mallory_again = mallory;

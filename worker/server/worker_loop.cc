@@ -52,8 +52,26 @@ struct WorkerLoop::Impl {
   std::deque<std::shared_ptr<Job>> pending;
   std::map<std::string, std::shared_ptr<Job>> active;  // queued or running, by request id
   bool shutting_down = false;
+  // Used by the scheduler thread only, but for kv_status() (any thread).
+  std::unique_ptr<Engine> engine;
   std::thread scheduler;
 };
+
+namespace {
+
+v1::KvCacheUse KvCacheUse(const Engine& engine) {
+  const Engine::KvStatus kv = engine.kv_status();
+  v1::KvCacheUse use;
+  use.set_block_tokens(static_cast<uint32_t>(kv.block_tokens));
+  use.set_blocks(static_cast<uint32_t>(kv.blocks));
+  use.set_blocks_in_use(static_cast<uint32_t>(kv.in_use));
+  use.set_blocks_cached(static_cast<uint32_t>(kv.cached));
+  use.set_bytes(kv.bytes);
+  use.set_preemptions(static_cast<uint64_t>(kv.preemptions));
+  return use;
+}
+
+}  // namespace
 
 WorkerLoop::WorkerLoop(WorkerOptions options, const ServingBundle& bundle)
     : options_(std::move(options)), bundle_(bundle), impl_(new Impl) {
@@ -81,11 +99,13 @@ void WorkerLoop::Run() {
   pull.bind(m.outbox);
   // The scheduler: one thread owns the Engine (every slot's KV cache, one forward pass
   // per step for all requests in flight) and a PUSH socket. Requests join between steps.
+  m.engine = std::make_unique<Engine>(bundle_, options_.capacity_per_slot, options_.slots, options_.threads,
+                                      options_.kv_bytes);
   m.scheduler = std::thread([this, &m] {
     zmq::socket_t push(m.context, zmq::socket_type::push);
     push.set(zmq::sockopt::linger, 1000);
     push.connect(m.outbox);
-    Engine engine(bundle_, options_.capacity_per_slot, options_.slots, options_.threads);
+    Engine& engine = *m.engine;
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(m.mu);
@@ -163,6 +183,7 @@ void WorkerLoop::Run() {
     ready.set_slots(static_cast<uint32_t>(options_.slots));
     ready.set_free_slots(free_slots());
     ready.set_heartbeat_interval_ms(static_cast<uint32_t>(options_.heartbeat_interval_ms));
+    *ready.mutable_kv_cache() = KvCacheUse(*m.engine);
     return ready;
   };
   // Requests of a connection that was given up: cancelled, their events dropped (the
@@ -242,6 +263,7 @@ void WorkerLoop::Run() {
         for (const auto& [id, job] : m.active) hb.add_active_request_ids(id);
       }
       hb.set_sent_unix_ms(static_cast<uint64_t>(now));
+      *hb.mutable_kv_cache() = KvCacheUse(*m.engine);
       (void)SendFrames(dealer, wire::EncodeFrames(hb));
       last_sent = now;
     };

@@ -35,7 +35,8 @@ struct WorkerOptions {
   std::string router_endpoint;   // e.g. "tcp://127.0.0.1:5555"
   std::string worker_id;         // default: "<host>/<pid>/<random>"
   int slots = 1;
-  int capacity_per_slot = 0;     // tokens of KV cache per slot (must be > 0)
+  int capacity_per_slot = 0;     // tokens one sequence may hold (must be > 0)
+  size_t kv_bytes = 0;           // the KV pool; 0: every slot's whole capacity
   int threads = 1;               // forward-pass threads of the whole worker
   int heartbeat_interval_ms = 1000;
   int liveness = 3;

@@ -122,11 +122,26 @@ TEST_F(WorkerLoopTest, ReadyRequestPartialsFinal) {
   EXPECT_EQ(ready.free_slots(), 1u);
   EXPECT_EQ(ready.bundle().model(), "test-qwen3");
   EXPECT_EQ(ready.bundle().identity_sha256(), loaded_->serving().identity.identity_sha256());
+  // The KV pool: one slot's 512 tokens (and the block a copy-on-write takes), none used.
+  EXPECT_EQ(ready.kv_cache().block_tokens(), 32u);
+  EXPECT_EQ(ready.kv_cache().blocks(), 512u / 32 + 1);
+  EXPECT_EQ(ready.kv_cache().blocks_in_use(), 0u);
+  EXPECT_GT(ready.kv_cache().bytes(), 0u);
   Send(MakeRequest("req_a", "hello"));
   v1::Terminal terminal;
   EXPECT_EQ(Collect("req_a", &terminal), "Short answer.");
   EXPECT_EQ(terminal.finish_reason(), v1::FINISH_STOP);
   EXPECT_EQ(terminal.bundle().identity_sha256(), ready.bundle().identity_sha256());
+  // Heartbeats then say the request's blocks are cached for reuse, none in use.
+  for (int i = 0; i < 20; ++i) {
+    wire::WorkerMessage m = Next(10000, /*skip_heartbeats=*/false);
+    const auto* hb = std::get_if<v1::Heartbeat>(&m);
+    if (!hb || hb->kv_cache().blocks_cached() == 0) continue;
+    EXPECT_EQ(hb->kv_cache().blocks_in_use(), 0u);
+    EXPECT_EQ(hb->kv_cache().blocks(), ready.kv_cache().blocks());
+    return;
+  }
+  ADD_FAILURE() << "no heartbeat reported cached blocks";
 }
 
 TEST_F(WorkerLoopTest, CancelStopsWithinADecodeStepAndTheNextRequestIsServed) {

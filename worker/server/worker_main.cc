@@ -1,12 +1,14 @@
 // gantry-worker: serves one pinned bundle to a router over GNTW/1.
 //   gantry-worker --bundle DIR --router tcp://HOST:PORT [--slots N] [--threads T]
-//                 [--capacity TOKENS]
+//                 [--capacity TOKENS] [--kv-memory SIZE]
 //                 [--script FILE] [--worker-id ID]
 //                 [--curve-key FILE --router-key FILE]
 // Refuses to start when any pinned hash of the bundle does not match (exit 1, naming
-// the file and both hashes). --slots N: requests served at once, in one batch (each
-// slot a KV cache of --capacity tokens, the bundle's context by default); --threads T:
-// threads of the worker's forward pass (the machine's cores by default). --script
+// the file and both hashes). --slots N: requests served at once, in one batch, each
+// holding up to --capacity tokens (the bundle's context by default); --kv-memory SIZE
+// (bytes, or with K, M or G: KiB, MiB, GiB): the KV cache pool all slots share, at
+// least one --capacity (default: every slot's whole capacity); --threads T: threads
+// of the worker's forward pass (the machine's cores by default). --script
 // selects the scripted sampler, a test double.
 // --curve-key (this worker's secret key, mode 0600) and --router-key (the router's
 // public key) make the connection CURVE-encrypted, for a router on another host.
@@ -23,6 +25,23 @@
 
 namespace {
 gantry::server::WorkerLoop* g_loop = nullptr;
+
+// "4G", "512M", "64K" (binary multiples) or bytes.
+bool ParseSize(std::string v, size_t* out) {
+  uint64_t scale = 1;
+  if (!v.empty()) {
+    const char unit = v.back();
+    if (unit == 'K' || unit == 'k') scale = uint64_t{1} << 10;
+    if (unit == 'M' || unit == 'm') scale = uint64_t{1} << 20;
+    if (unit == 'G' || unit == 'g') scale = uint64_t{1} << 30;
+    if (scale > 1) v.pop_back();
+  }
+  uint64_t n = 0;
+  if (!absl::SimpleAtoi(v, &n) || n == 0 || n > (uint64_t{1} << 50) / scale) return false;
+  *out = static_cast<size_t>(n * scale);
+  return true;
+}
+
 void OnSignal(int) {
   if (g_loop) g_loop->Stop();
 }
@@ -50,6 +69,7 @@ int main(int argc, char** argv) {
     else if (a == "--slots") ok = absl::SimpleAtoi(v, &options.slots) && options.slots > 0 && options.slots <= 64;
     else if (a == "--threads") ok = (threads_set = true) && absl::SimpleAtoi(v, &options.threads) && options.threads > 0 && options.threads <= 256;
     else if (a == "--capacity") ok = absl::SimpleAtoi(v, &options.capacity_per_slot) && options.capacity_per_slot > 0;
+    else if (a == "--kv-memory") ok = ParseSize(v, &options.kv_bytes);
     else if (a == "--drain-seconds") {
       int seconds = 0;
       ok = absl::SimpleAtoi(v, &seconds) && seconds >= 0 && seconds <= 3600;
@@ -63,7 +83,7 @@ int main(int argc, char** argv) {
   }
   if (bundle_dir.empty() || options.router_endpoint.empty()) {
     std::fprintf(stderr, "usage: gantry-worker --bundle DIR --router ENDPOINT [--slots N] "
-                         "[--threads T] [--capacity TOKENS] [--script FILE] [--worker-id ID]\n"
+                         "[--threads T] [--capacity TOKENS] [--kv-memory SIZE] [--script FILE] [--worker-id ID]\n"
                          "       [--drain-seconds S (30: on SIGTERM, how long answers in flight may take)]\n"
                          "       [--curve-key FILE --router-key FILE]\n");
     return 2;
@@ -95,6 +115,21 @@ int main(int argc, char** argv) {
   const int context = static_cast<int>(identity.context_length());
   options.capacity_per_slot =
       options.capacity_per_slot > 0 ? std::min(options.capacity_per_slot, context) : context;
+  const auto& config = (*loaded)->serving().model->config();
+  const int blocks = gantry::server::Engine::KvBlocks(config, options.capacity_per_slot, options.slots, options.kv_bytes);
+  const size_t pool_bytes = static_cast<size_t>(blocks) * gantry::model::KvPool::BlockBytes(config);
+  if (options.kv_bytes > 0 && options.kv_bytes < pool_bytes) {
+    std::fprintf(stderr,
+                 "gantry-worker: --kv-memory %zu bytes holds less than one sequence of %d tokens; give at least "
+                 "%zu bytes (%zu MiB), or a smaller --capacity\n",
+                 options.kv_bytes, options.capacity_per_slot, pool_bytes, (pool_bytes + (1 << 20) - 1) >> 20);
+    return 2;
+  }
+  gantry::Log(gantry::LogLevel::kInfo, "worker.kv_cache",
+              {{"blocks", std::to_string(blocks)},
+               {"block_tokens", std::to_string(gantry::model::KvPool::kBlockTokens)},
+               {"bytes", std::to_string(pool_bytes)},
+               {"tokens", std::to_string(int64_t{blocks} * gantry::model::KvPool::kBlockTokens)}});
   gantry::Log(gantry::LogLevel::kInfo, "worker.bundle.verified",
               {{"model", identity.model()}, {"identity_sha256", identity.identity_sha256()},
                {"scripted", script.empty() ? "false" : "true"}});
