@@ -665,7 +665,7 @@ void Broker::Impl::Tick() {
 Broker::Impl::Worker* Broker::Impl::PickWorker(const std::string& model, const std::string& conversation) {
   auto last = conversation_worker_.find(conversation);
   if (last != conversation_worker_.end()) {
-    auto worker = workers_.find(last->second);
+    auto worker = workers_.find(last->second.identity);
     if (worker != workers_.end() && worker->second.bundle.model() == model && worker->second.credit > 0) {
       ++stats_.dispatched_by_prefix;
       return &worker->second;
@@ -683,9 +683,14 @@ Broker::Impl::Worker* Broker::Impl::PickWorker(const std::string& model, const s
 }
 
 void Broker::Impl::Remember(const std::string& conversation, const std::string& identity) {
-  auto [it, inserted] = conversation_worker_.insert_or_assign(conversation, identity);
-  if (!inserted) return;
+  auto it = conversation_worker_.find(conversation);
+  if (it != conversation_worker_.end()) {
+    it->second.identity = identity;
+    conversation_order_.splice(conversation_order_.end(), conversation_order_, it->second.order);
+    return;
+  }
   conversation_order_.push_back(conversation);
+  conversation_worker_.emplace(conversation, ConversationEntry{identity, std::prev(conversation_order_.end())});
   if (conversation_order_.size() > kMaxConversations) {
     conversation_worker_.erase(conversation_order_.front());
     conversation_order_.pop_front();

@@ -28,7 +28,9 @@
 // them), and the worker keeps that principal's prefix cached (worker/server/engine.h),
 // so the turn reuses it. Otherwise, or for a first turn, to the LIVE worker of the
 // model with the most credit (ties: fewest requests in flight). The broker remembers
-// the last kMaxConversations conversations (the oldest forgotten first).
+// the last kMaxConversations conversations (the least recently dispatched forgotten
+// first; the map is shared by all principals, so one sending very many conversations
+// can push out the others: a slower turn, never another principal's data).
 //
 // Events: after an accepted Submit(), the sink receives the request's events in order
 // and then exactly one Terminal, always: the worker's FINAL; or worker_lost (its worker

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -194,10 +195,15 @@ class Broker::Impl {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Worker> workers_;  // by ZeroMQ identity
   std::unordered_map<std::string, std::string> owner_;  // request id -> worker identity
-  // Conversation key -> the worker identity its last request went to; keys in the
-  // order they were last dispatched (the oldest forgotten beyond kMaxConversations).
-  std::unordered_map<std::string, std::string> conversation_worker_;
-  std::deque<std::string> conversation_order_;
+  // Conversation key -> the worker identity its last request went to, and its place in
+  // conversation_order_ (least recently dispatched first; the first is forgotten beyond
+  // kMaxConversations).
+  struct ConversationEntry {
+    std::string identity;
+    std::list<std::string>::iterator order;
+  };
+  std::unordered_map<std::string, ConversationEntry> conversation_worker_;
+  std::list<std::string> conversation_order_;
   std::map<std::string, std::array<std::deque<Pending>, internal::kPriorityClasses>> queues_;
   std::set<std::string> known_ids_;  // queued or in flight
   struct PendingCancel {

@@ -150,7 +150,7 @@ std::string KvCache::KeyAfter(const std::string& parent, const int32_t* tokens) 
 }
 
 int KvCache::Reuse(const std::vector<int32_t>& tokens, int limit) {
-  if (!tokens_.empty()) return n_past();
+  if (!table_.empty()) return n_past();  // only a cache that holds no block yet
   limit = std::min({limit, static_cast<int>(tokens.size()), capacity_});
   size_t j = 0;
   // Full blocks, shared.

@@ -137,7 +137,7 @@ class KvCache {
   // The block holding position `pos` (< the room Grow() made).
   int block_at(int pos) const { return table_[pos / KvPool::kBlockTokens]; }
 
-  // Takes, for an empty cache, the longest start of tokens[0..limit) its tenant has in
+  // Takes, for a cache that holds no block yet (else does nothing), the longest start of tokens[0..limit) its tenant has in
   // the pool: full blocks shared, then the start of a next one copied. Returns the
   // positions it now holds.
   int Reuse(const std::vector<int32_t>& tokens, int limit);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -452,7 +453,8 @@ Engine::~Engine() = default;
 int Engine::KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes) {
   const int one_context = model::KvPool::BlocksFor(capacity) + 1;
   if (kv_bytes == 0) return slots * one_context;
-  return std::max(one_context, static_cast<int>(kv_bytes / model::KvPool::BlockBytes(config)));
+  const size_t blocks = kv_bytes / model::KvPool::BlockBytes(config);
+  return static_cast<int>(std::clamp<size_t>(blocks, one_context, std::numeric_limits<int>::max()));
 }
 
 void Engine::Add(const v1::InferenceRequest& request, const std::atomic<bool>* cancel, Emit emit) {
