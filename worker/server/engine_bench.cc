@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -95,9 +96,11 @@ std::vector<Timed> RunAll(Engine& engine, const std::vector<v1::InferenceRequest
   return out;
 }
 
+// Nearest rank: the smallest value at least `p` of the values do not exceed.
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+  const size_t rank = static_cast<size_t>(std::ceil(p * v.size()));
+  return v[std::min(v.size() - 1, rank > 0 ? rank - 1 : 0)];
 }
 
 int Main(int argc, char** argv) {
