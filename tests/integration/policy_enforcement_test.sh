@@ -26,7 +26,6 @@ cat >"$tmp/script.yaml" <<'YAML'
   emit: "Hello."
 YAML
 write_models "$tmp/models.json" "$tmp/bundle" 2048 64
-h() { printf %s "$1" | sha256sum | cut -c1-64; }
 cat >"$tmp/policy.yaml" <<YAML
 version: 1
 defaults:
@@ -35,10 +34,10 @@ models:
   - {name: gantry-demo, bundles: [gantry-demo]}
 principals:
   users:
-    - {name: dana, key_sha256: $(h k-dana), priority: interactive}
-    - {name: zed, key_sha256: $(h k-zed), priority: interactive}
-    - {name: tess, key_sha256: $(h k-tess), priority: interactive}
-    - {name: minnie, key_sha256: $(h k-minnie), priority: interactive}
+    - {name: dana, key_sha256: $(key_sha256 k-dana), priority: interactive}
+    - {name: zed, key_sha256: $(key_sha256 k-zed), priority: interactive}
+    - {name: tess, key_sha256: $(key_sha256 k-tess), priority: interactive}
+    - {name: minnie, key_sha256: $(key_sha256 k-minnie), priority: interactive}
 grants:
   - user: dana
     models:

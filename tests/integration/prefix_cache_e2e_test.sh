@@ -19,7 +19,6 @@ cat >"$tmp/script.yaml" <<'YAML'
   emit: "Looked at it; the parser drops the last token."
 YAML
 write_models "$tmp/models.json" "$tmp/bundle" 2048 64
-h() { printf %s "$1" | sha256sum | cut -c1-64; }
 cat >"$tmp/policy.yaml" <<YAML
 version: 1
 defaults:
@@ -28,8 +27,8 @@ models:
   - {name: gantry-demo, bundles: [gantry-demo]}
 principals:
   users:
-    - {name: dana, key_sha256: $(h k-dana), priority: interactive}
-    - {name: zed, key_sha256: $(h k-zed), priority: interactive}
+    - {name: dana, key_sha256: $(key_sha256 k-dana), priority: interactive}
+    - {name: zed, key_sha256: $(key_sha256 k-zed), priority: interactive}
 grants:
   - user: dana
     models: {gantry-demo: {}}

@@ -11,6 +11,7 @@
 #                                  with the hermes_json tool protocol into DIR
 #   write_models FILE DIR CONTEXT MAX_OUTPUT
 #                                  the router's --models file serving that bundle
+#   key_sha256 KEY                 the hex SHA-256 a policy stores for KEY
 # Needs `g` (the gantry binary) and `tmp` set, and tests/lib/shtest.sh sourced.
 pids=()
 ipc_dirs=()
@@ -26,6 +27,7 @@ new_worker_ipc() {
   ipc_dirs+=("$dir")
   printf -v "$1" '%s' "ipc://$dir/workers.sock"
 }
+key_sha256() { printf %s "$1" | sha256sum | cut -c1-64; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 make_test_bundle() {

@@ -52,7 +52,6 @@ cat >"$tmp/script.yaml" <<'YAML'
   emit: "Hello."
 YAML
 
-h() { printf %s "$1" | sha256sum | cut -c1-64; }
 cat >"$tmp/policy.yaml" <<YAML
 version: 1
 defaults:
@@ -61,11 +60,11 @@ models:
   - {name: gantry-demo, bundles: [gantry-demo]}
 principals:
   users:
-    - {name: dana, key_sha256: $(h k-dana), priority: interactive}
-    - {name: tim, key_sha256: $(h k-tim), priority: interactive}
-    - {name: kay, key_sha256: $(h k-kay), priority: interactive}
-    - {name: sam, key_sha256: $(h k-sam), priority: interactive}
-    - {name: rae, key_sha256: $(h k-rae), priority: interactive}
+    - {name: dana, key_sha256: $(key_sha256 k-dana), priority: interactive}
+    - {name: tim, key_sha256: $(key_sha256 k-tim), priority: interactive}
+    - {name: kay, key_sha256: $(key_sha256 k-kay), priority: interactive}
+    - {name: sam, key_sha256: $(key_sha256 k-sam), priority: interactive}
+    - {name: rae, key_sha256: $(key_sha256 k-rae), priority: interactive}
 grants:
   - user: dana
     models: {gantry-demo: {}}

@@ -274,7 +274,6 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
       while (task >= first_task[i + 1]) ++i;
       const Item& item = *items[i];
       const KvCache& cache = *item.cache;
-      const KvPool& pool = cache.pool();
       const int pos0 = cache.n_past();
       const int blocks = (item.n + kAttentionBlock - 1) / kAttentionBlock;
       const int local = task - first_task[i];
@@ -288,7 +287,7 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
       k.prepare(gguf::TensorType::kF16, q, q_dim, rows, hd, reinterpret_cast<uint8_t*>(rounded_q));
       for (int p0 = 0; p0 < visible; p0 += B) {
         const int span = std::min(B, visible - p0);
-        const kernels::Matrix keys = HalfMatrix(pool.keys(cache.block_at(p0), layer) + kvh * hd, span, hd, kv_dim);
+        const kernels::Matrix keys = HalfMatrix(cache.keys_at(layer, p0) + kvh * hd, span, hd, kv_dim);
         k.matmul(keys, reinterpret_cast<const uint8_t*>(rounded_q), hd * sizeof(float), rows, scores + p0, ld, 0,
                  span);
       }
@@ -305,7 +304,7 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
       for (int p0 = 0; p0 < visible; p0 += B) {
         const int span = std::min(B, visible - p0);
         const kernels::Matrix values =
-            HalfMatrix(pool.values(cache.block_at(p0), layer) + static_cast<size_t>(kvh) * hd * B, hd, span, B);
+            HalfMatrix(cache.values_at(layer, p0) + static_cast<size_t>(kvh) * hd * B, hd, span, B);
         const uint8_t* x = reinterpret_cast<const uint8_t*>(rounded_scores + p0);
         if (p0 == 0) {
           k.matmul(values, x, visible * sizeof(float), rows, out, q_dim, 0, hd);
@@ -324,11 +323,9 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
 
 void Forward::StoreKv(KvCache* cache, int layer, int pos, const float* k, const float* v) {
   constexpr int B = KvPool::kBlockTokens;
-  KvPool& pool = cache->pool();
-  const int block = cache->block_at(pos), at = pos % B;
-  const size_t kv_dim = pool.kv_dim();
-  uint16_t* keys = pool.keys(block, layer) + static_cast<size_t>(at) * kv_dim;
-  uint16_t* values = pool.values(block, layer) + at;
+  const size_t kv_dim = cache->pool().kv_dim();
+  uint16_t* keys = cache->keys_at(layer, pos);
+  uint16_t* values = cache->values_at(layer, pos);
   for (size_t i = 0; i < kv_dim; ++i) keys[i] = gguf::FloatToHalf(k[i]);
   for (size_t i = 0; i < kv_dim; ++i) values[i * B] = gguf::FloatToHalf(v[i]);
 }
@@ -337,10 +334,8 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
   using kernels::MatVecRowsReference;
   auto matvec = [](const kernels::Matrix& w, const float* x, float* y) { MatVecRowsReference(w, x, y, 0, w.rows); };
   const int hd = c_.head_dim;
-  const int kv_dim = c_.n_head_kv * hd;
   const int group = c_.n_head / c_.n_head_kv;
   constexpr int B = KvPool::kBlockTokens;
-  const KvPool& pool = cache->pool();
   const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
   float* x = x_.data();
   float* xb = xb_.data();
@@ -373,7 +368,7 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
       const float* qh = q_.data() + h * hd;
       const int kvh = h / group;
       for (int t = 0; t <= pos; ++t) {
-        const uint16_t* kt = pool.keys(cache->block_at(t), l) + static_cast<size_t>(t % B) * kv_dim + kvh * hd;
+        const uint16_t* kt = cache->keys_at(l, t) + kvh * hd;
         float s = 0;
         for (int i = 0; i < hd; ++i) s += RoundToHalf(qh[i]) * gguf::HalfToFloat(kt[i]);
         att[t] = s * inv_sqrt_hd;
@@ -383,7 +378,7 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
       std::fill(oh, oh + hd, 0.0f);
       for (int t = 0; t <= pos; ++t) {
         const float a = RoundToHalf(att[t]);
-        const uint16_t* vt = pool.values(cache->block_at(t), l) + static_cast<size_t>(kvh) * hd * B + t % B;
+        const uint16_t* vt = cache->values_at(l, t) + static_cast<size_t>(kvh) * hd * B;
         for (int i = 0; i < hd; ++i) oh[i] += a * gguf::HalfToFloat(vt[static_cast<size_t>(i) * B]);
       }
     }

@@ -119,9 +119,17 @@ std::pair<int, int> KvPool::FindLongest(const std::string& parent, const int32_t
   return best;
 }
 
-void KvPool::CopyBlock(int from, int to) {
-  const size_t halves = static_cast<size_t>(n_layer_) * 2 * B * kv_dim_;
-  std::memcpy(data_.data() + Offset(to, 0), data_.data() + Offset(from, 0), halves * sizeof(uint16_t));
+int KvPool::TakeCopy(int from, int n) {
+  Hold(from);
+  const int to = Take();
+  if (to >= 0) {
+    const size_t halves = static_cast<size_t>(n_layer_) * 2 * B * kv_dim_;
+    std::memcpy(data_.data() + Offset(to, 0), data_.data() + Offset(from, 0), halves * sizeof(uint16_t));
+    meta_[to].n = n;
+    tokens_held_ += n;
+  }
+  Drop(from);
+  return to;
 }
 
 KvCache::KvCache(KvPool* pool, int capacity, const std::string& tenant)
@@ -171,16 +179,11 @@ int KvCache::Reuse(const std::vector<int32_t>& tokens, int limit) {
   const int32_t* next = tokens.data() + j * B;
   const auto [from, common] = pool_->FindLongest(ParentOf(j), next, rest);
   if (common == 0) return n_past();
-  pool_->Hold(from);  // not evicted by the Take() below
-  const int to = pool_->Take();
+  const int to = pool_->TakeCopy(from, common);
   if (to >= 0) {
-    pool_->CopyBlock(from, to);
-    pool_->meta_[to].n = common;
-    pool_->tokens_held_ += common;
     table_.push_back(to);
     tokens_.insert(tokens_.end(), next, next + common);
   }
-  pool_->Drop(from);
   return n_past();
 }
 
@@ -192,14 +195,10 @@ int KvCache::Grow(int n) {
   // kept for reuse): it is never written; this cache writes a copy.
   const size_t j = static_cast<size_t>(pos / B);
   if (j < table_.size() && pool_->meta_[table_[j]].published) {
-    const int from = table_[j];
-    const int to = pool_->Take();
+    const int to = pool_->TakeCopy(table_[j], pos % B);
     if (to < 0) return 0;
-    pool_->CopyBlock(from, to);
-    pool_->meta_[to].n = pos % B;
-    pool_->tokens_held_ += pos % B;
+    pool_->Drop(table_[j]);
     table_[j] = to;
-    pool_->Drop(from);
   }
   while (static_cast<int>(table_.size()) < KvPool::BlocksFor(pos + n)) {
     const int b = pool_->Take();

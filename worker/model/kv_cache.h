@@ -99,7 +99,9 @@ class KvPool {
   // Of the blocks published after `parent`, the one sharing the longest start with
   // tokens[0..n): its id and that length (-1, 0 when none).
   std::pair<int, int> FindLongest(const std::string& parent, const int32_t* tokens, int n) const;
-  void CopyBlock(int from, int to);
+  // A block taken (Take) holding a copy of `from`'s data, its first `n` positions
+  // committed; -1 when none is left. `from` is never the one evicted for it.
+  int TakeCopy(int from, int n);
 
   const int n_layer_;
   const size_t kv_dim_;
@@ -136,6 +138,14 @@ class KvCache {
   int blocks() const { return static_cast<int>(table_.size()); }
   // The block holding position `pos` (< the room Grow() made).
   int block_at(int pos) const { return table_[pos / KvPool::kBlockTokens]; }
+  // Position `pos`'s keys in `layer` (kv_dim values), and its values (kv_dim values,
+  // kBlockTokens apart: a column of the block's transposed values).
+  uint16_t* keys_at(int layer, int pos) const {
+    return pool_->keys(block_at(pos), layer) + static_cast<size_t>(pos % KvPool::kBlockTokens) * pool_->kv_dim();
+  }
+  uint16_t* values_at(int layer, int pos) const {
+    return pool_->values(block_at(pos), layer) + pos % KvPool::kBlockTokens;
+  }
 
   // Takes, for a cache that holds no block yet (else does nothing), the longest start of tokens[0..limit) its tenant has in
   // the pool: full blocks shared, then the start of a next one copied. Returns the
