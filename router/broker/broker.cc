@@ -51,17 +51,16 @@ namespace {
 // key's size does not grow with the prompt).
 std::string ConversationKey(const v1::InferenceRequest& request) {
   Sha256 h;
-  for (const std::string* part : {&request.model(), &request.principal()}) {
-    h.Update(std::to_string(part->size()));
+  auto add = [&h](const std::string& part) {  // length-prefixed: no two lists hash alike
+    h.Update(std::to_string(part.size()));
     h.Update(":");
-    h.Update(*part);
-  }
+    h.Update(part);
+  };
+  add(request.model());
+  add(request.principal());
   for (int i = 0; i < std::min(2, request.messages_size()); ++i) {
-    for (const std::string* part : {&request.messages(i).role(), &request.messages(i).content()}) {
-      h.Update(std::to_string(part->size()));
-      h.Update(":");
-      h.Update(*part);
-    }
+    add(request.messages(i).role());
+    add(request.messages(i).content());
   }
   return h.HexDigest();
 }
@@ -702,7 +701,7 @@ void Broker::Impl::Dispatch() {
     bool no_credit = false;
     for (auto& queue : classes) {
       while (!queue.empty() && !no_credit) {
-        const std::string conversation = ConversationKey(queue.front().request);
+        const std::string conversation = queue.front().conversation;
         Worker* best = PickWorker(model, conversation);
         if (best == nullptr) {
           no_credit = true;  // lower classes wait too: strict priority
@@ -744,6 +743,8 @@ void Broker::Impl::Dispatch() {
 }
 
 absl::Status Broker::Impl::Submit(v1::InferenceRequest request, std::shared_ptr<StreamSink> sink) {
+  // Hashed before the lock: the messages may be long.
+  std::string conversation = ConversationKey(request);
   Locked lock(this);
   const std::string& id = request.request_id();
   if (id.empty() || known_ids_.count(id)) {
@@ -770,7 +771,7 @@ absl::Status Broker::Impl::Submit(v1::InferenceRequest request, std::shared_ptr<
   known_ids_.insert(id);
   int cls = ClassIndex(request.priority());
   const bool credit = FreeSlots(request.model()) > 0;
-  classes[cls].push_back(Pending{std::move(request), std::move(sink)});
+  classes[cls].push_back(Pending{std::move(request), std::move(sink), std::move(conversation)});
   // A worker has a free slot: send the REQUEST from this thread, without waking the
   // broker thread. Otherwise the request waits; the broker thread dispatches it when a
   // FINAL or HEARTBEAT gives credit back.

@@ -60,6 +60,7 @@ class Broker::Impl {
   struct Pending {
     v1::InferenceRequest request;
     std::shared_ptr<StreamSink> sink;
+    std::string conversation;  // its ConversationKey, computed before the lock
   };
   // Why the broker ended a dispatched request (Cancel, deadline, seq gap).
   struct Ending {
