@@ -26,6 +26,7 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "router/http/error_response.h"
+#include "router/http/http_conn.h"
 #include "router/http/tls.h"
 #include "router/http/transport.h"
 
@@ -58,65 +59,6 @@ const char* ReasonPhrase(int status) {
 
 namespace {
 
-int64_t NowMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-std::string StatusLineAndHeaders(int status, const HeaderList& headers) {
-  std::string out = absl::StrCat("HTTP/1.1 ", status, " ", ReasonPhrase(status), "\r\n");
-  for (const auto& [name, value] : headers) absl::StrAppend(&out, name, ": ", value, "\r\n");
-  return out;
-}
-
-// One client connection. Fields marked (loop) are touched by the loop thread only;
-// the rest under `mu`.
-struct Conn {
-  uint64_t id = 0;
-  int fd = -1;                 // (loop) -1 once closed
-  uint32_t peer = 0;           // (loop) the client's IPv4 address, network order
-  std::unique_ptr<Transport> transport;  // (loop) plain or TLS over `fd`
-  bool read_wants_write = false;         // (loop) TLS: a read waits for writability
-  bool watching_writable = false;        // (loop) EPOLLOUT is in the fd's epoll interest
-  std::unique_ptr<RequestParser> parser;  // (loop) the request being received
-  std::string in;              // (loop) received while a request is answered, not parsed
-  int64_t last_active_ms = 0;  // (loop) when the last response ended
-  int64_t accepted_ms = 0;     // (loop)
-  int64_t head_started_ms = 0;  // (loop) the first byte of the request under way
-  int64_t head_done_ms = 0;     // (loop) the end of its head
-  uint64_t served = 0;         // (loop) responses ended on this connection
-  bool handling = false;       // (loop) a request is being answered
-  bool sent_continue = false;  // (loop)
-  // (loop) A refused request: input is discarded; once the answer is out the write side
-  // is shut and the connection closes at `drain_until_ms` or when the client closes.
-  bool draining = false;
-  bool write_shut = false;
-  int64_t drain_until_ms = 0;
-  size_t drained_bytes = 0;
-  std::string body_key;  // (loop) the key whose body place the request holds; "" none
-  size_t body_charged = 0;  // (loop) body bytes counted against the budgets
-  bool reads_paused = false;  // (loop) EPOLLIN off: pipelined input waits in the kernel
-
-  std::mutex mu;
-  uint64_t generation = 0;     // which request's response `response` describes
-  std::string out;             // bytes to send
-  size_t out_offset = 0;
-  enum class Response { kNone, kStreaming, kDone } response = Response::kNone;
-  bool keep_alive = true;      // of the request being answered
-  bool closed = false;
-  bool overflow = false;       // the client stopped reading
-  // Plain TCP: a writer sends its bytes itself and ends a whole response cycle without
-  // waking the loop (see ConnWriter::Flush). `input_buffered` tells it whether the loop
-  // holds received bytes (a pipelined request) that only the loop can parse.
-  bool input_buffered = false;
-  bool ended_by_writer = false;  // the response ended and was sent, the loop not told yet
-  // When the output last moved: bytes sent, or output queued with none pending. Output
-  // pending and unmoved for write_stall_timeout_ms means a client that does not read.
-  int64_t output_moved_ms = 0;
-  std::function<void()> on_close;
-};
-
 // How long a refused request's connection discards input before it closes, and how
 // much.
 constexpr int64_t kDrainMs = 2000;
@@ -129,7 +71,7 @@ constexpr int64_t kEvictStalledAfterMs = 1000;
 
 }  // namespace
 
-class HttpServer::Impl {
+class HttpServer::Impl : public ConnLoop {
  public:
   Impl(HttpServerOptions options, Handler handler)
       : options_(std::move(options)), handler_(std::move(handler)) {}
@@ -141,7 +83,7 @@ class HttpServer::Impl {
   size_t connection_count() const { return conn_count_.load(); }
 
   // Called by writers: output was queued for `conn`.
-  void MarkDirty(const std::shared_ptr<Conn>& conn) {
+  void MarkDirty(const std::shared_ptr<Conn>& conn) override {
     {
       std::lock_guard<std::mutex> lock(dirty_mu_);
       dirty_.push_back(conn);
@@ -150,10 +92,9 @@ class HttpServer::Impl {
     ssize_t n = write(event_fd_, &one, sizeof(one));
     (void)n;
   }
-  size_t max_output_bytes() const { return options_.max_output_bytes; }
-  // Whether writers may send on the socket themselves (plain TCP; TLS records stay on
-  // the loop thread, which owns the SSL object).
-  bool direct_writes() const { return !options_.tls; }
+  size_t max_output_bytes() const override { return options_.max_output_bytes; }
+  // Plain TCP only: TLS records stay on the loop thread, which owns the SSL object.
+  bool direct_writes() const override { return !options_.tls; }
 
  private:
   void Loop();
@@ -240,154 +181,6 @@ class HttpServer::Impl {
   // The handler threads (common/thread_pool.h): started in Start, stopped in Stop.
   std::unique_ptr<ThreadPool> pool_;
 };
-
-namespace {
-
-class ConnWriter : public ResponseWriter {
- public:
-  ConnWriter(HttpServer::Impl* server, std::shared_ptr<Conn> conn, uint64_t generation)
-      : server_(server), conn_(std::move(conn)), generation_(generation) {}
-
-  ~ConnWriter() override {
-    bool unanswered;
-    {
-      std::lock_guard<std::mutex> lock(conn_->mu);
-      unanswered = Current() && conn_->response == Conn::Response::kNone && !conn_->closed;
-    }
-    if (unanswered) {
-      Send(ErrorResponse(ReasonError("internal", "the handler returned no response")));
-    } else {
-      bool streaming;
-      {
-        std::lock_guard<std::mutex> lock(conn_->mu);
-        streaming = Current() && conn_->response == Conn::Response::kStreaming && !conn_->closed;
-      }
-      // A stream abandoned half-way: end the connection, never a clean end of stream.
-      if (streaming) {
-        std::lock_guard<std::mutex> lock(conn_->mu);
-        conn_->keep_alive = false;
-        conn_->overflow = true;
-        server_->MarkDirty(conn_);
-      }
-    }
-  }
-
-  bool Send(const HttpResponse& response) override {
-    std::lock_guard<std::mutex> lock(conn_->mu);
-    if (!Current()) return false;
-    if (conn_->closed || conn_->response != Conn::Response::kNone) return false;
-    HeaderList headers = response.headers;
-    headers.emplace_back("Content-Length", absl::StrCat(response.body.size()));
-    if (!conn_->keep_alive) headers.emplace_back("Connection", "close");
-    Append(StatusLineAndHeaders(response.status, headers) + "\r\n" + response.body);
-    conn_->response = Conn::Response::kDone;
-    Flush();
-    return true;
-  }
-
-  bool StartChunked(int status, const HeaderList& headers) override {
-    std::lock_guard<std::mutex> lock(conn_->mu);
-    if (!Current()) return false;
-    if (conn_->closed || conn_->response != Conn::Response::kNone) return false;
-    HeaderList all = headers;
-    all.emplace_back("Transfer-Encoding", "chunked");
-    if (!conn_->keep_alive) all.emplace_back("Connection", "close");
-    Append(StatusLineAndHeaders(status, all) + "\r\n");
-    conn_->response = Conn::Response::kStreaming;
-    Flush();
-    return true;
-  }
-
-  bool WriteChunk(absl::string_view data) override {
-    std::lock_guard<std::mutex> lock(conn_->mu);
-    if (!Current()) return false;
-    if (conn_->closed || conn_->response != Conn::Response::kStreaming) return false;
-    if (data.empty()) return true;
-    char size[32];
-    std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-    Append(absl::StrCat(size, data, "\r\n"));
-    Flush();
-    return !conn_->overflow;
-  }
-
-  bool EndChunked() override {
-    std::lock_guard<std::mutex> lock(conn_->mu);
-    if (!Current()) return false;
-    if (conn_->closed || conn_->response != Conn::Response::kStreaming) return false;
-    Append("0\r\n\r\n");
-    conn_->response = Conn::Response::kDone;
-    Flush();
-    return true;
-  }
-
-  bool closed() const override {
-    std::lock_guard<std::mutex> lock(conn_->mu);
-    return conn_->closed;
-  }
-
-  void OnClose(std::function<void()> fn) override {
-    {
-      std::lock_guard<std::mutex> lock(conn_->mu);
-      if (!conn_->closed) {
-        conn_->on_close = std::move(fn);
-        return;
-      }
-    }
-    fn();
-  }
-
- private:
-  // Precondition: conn_->mu held. False once the connection moved on to a later request.
-  bool Current() const { return conn_->generation == generation_; }
-  // Precondition: conn_->mu held. Sends what is queued, on this thread when the
-  // transport allows it and nothing needs the loop; otherwise wakes the loop to do it.
-  // The loop is still needed for a partial write (it waits for EPOLLOUT), a failed one
-  // or an overflow (it closes), a connection that closes after its response, and bytes
-  // of a next request it already holds. A response ended here stays `handling` on the
-  // loop until its next event for the connection (readable, or the idle sweep), which
-  // finishes the cycle in Service().
-  void Flush() {
-    if (!server_->direct_writes() || conn_->overflow || conn_->transport == nullptr) {
-      server_->MarkDirty(conn_);
-      return;
-    }
-    while (conn_->out_offset < conn_->out.size()) {
-      IoResult w = conn_->transport->Write(conn_->out.data() + conn_->out_offset,
-                                           conn_->out.size() - conn_->out_offset);
-      if (w.bytes == 0) {
-        server_->MarkDirty(conn_);  // would block, or failed: the loop takes over
-        return;
-      }
-      conn_->out_offset += w.bytes;
-      conn_->output_moved_ms = NowMs();
-    }
-    conn_->out.clear();
-    conn_->out_offset = 0;
-    if (conn_->response != Conn::Response::kDone) return;
-    if (!conn_->keep_alive || conn_->input_buffered) {
-      server_->MarkDirty(conn_);
-      return;
-    }
-    conn_->ended_by_writer = true;
-    conn_->on_close = nullptr;  // the response ended: nothing to cancel any more
-  }
-
-  // Precondition: conn_->mu held.
-  void Append(absl::string_view bytes) {
-    if (conn_->out.size() - conn_->out_offset + bytes.size() > server_->max_output_bytes()) {
-      conn_->overflow = true;  // the loop closes the connection
-      return;
-    }
-    if (conn_->out.size() == conn_->out_offset) conn_->output_moved_ms = NowMs();
-    conn_->out.append(bytes.data(), bytes.size());
-  }
-
-  HttpServer::Impl* server_;
-  std::shared_ptr<Conn> conn_;
-  const uint64_t generation_;
-};
-
-}  // namespace
 
 absl::Status HttpServer::Impl::Start() {
   sockaddr_in addr{};
