@@ -249,6 +249,18 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+void EncodeQ8_0(const float* x, size_t n, uint8_t* out) {
+  for (size_t b = 0; b < n; b += 32, out += 34) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const uint16_t h = FloatToHalf(d);
+    std::memcpy(out, &h, 2);
+    for (int j = 0; j < 32; ++j) out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[b + j] * id)));
+  }
+}
+
 absl::Status EncodeTensor(const float* x, size_t n, TensorType type, std::string* out) {
   switch (type) {
     case TensorType::kF32:
@@ -262,14 +274,9 @@ absl::Status EncodeTensor(const float* x, size_t n, TensorType type, std::string
       return absl::OkStatus();
     case TensorType::kQ8_0: {
       if (n % 32) return absl::InvalidArgumentError("Q8_0 needs a multiple of 32 values");
-      for (size_t b = 0; b < n; b += 32) {
-        float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
-        Append<uint16_t>(out, FloatToHalf(d));
-        for (int j = 0; j < 32; ++j) Append<int8_t>(out, static_cast<int8_t>(std::roundf(x[b + j] * id)));
-      }
+      const size_t at = out->size();
+      out->resize(at + n / 32 * 34);
+      EncodeQ8_0(x, n, reinterpret_cast<uint8_t*>(out->data() + at));
       return absl::OkStatus();
     }
     case TensorType::kQ4_0: {
@@ -315,6 +322,16 @@ absl::Status EncodeTensor(const float* x, size_t n, TensorType type, std::string
   }
 }
 
+void DecodeQ8_0(const uint8_t* data, size_t n, float* y) {
+  for (size_t b = 0; b < n / 32; ++b) {
+    const uint8_t* block = data + b * 34;
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    const float d = HalfToFloat(h);
+    for (int j = 0; j < 32; ++j) y[b * 32 + j] = d * static_cast<int8_t>(block[2 + j]);
+  }
+}
+
 absl::Status DecodeRow(const uint8_t* data, TensorType type, size_t n, float* y) {
   switch (type) {
     case TensorType::kF32:
@@ -335,13 +352,7 @@ absl::Status DecodeRow(const uint8_t* data, TensorType type, size_t n, float* y)
       }
       return absl::OkStatus();
     case TensorType::kQ8_0:
-      for (size_t b = 0; b < n / 32; ++b) {
-        const uint8_t* block = data + b * 34;
-        uint16_t h;
-        std::memcpy(&h, block, 2);
-        const float d = HalfToFloat(h);
-        for (int j = 0; j < 32; ++j) y[b * 32 + j] = d * static_cast<int8_t>(block[2 + j]);
-      }
+      DecodeQ8_0(data, n, y);
       return absl::OkStatus();
     case TensorType::kQ4_0:
       for (size_t b = 0; b < n / 32; ++b) {

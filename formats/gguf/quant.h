@@ -53,6 +53,13 @@ uint16_t FloatToBf16(float f);
 // too; Q6_K symmetric, |x| <= 31.5 steps).
 absl::Status EncodeTensor(const float* x, size_t n, TensorType type, std::string* out);
 
+// Q8_0 without allocating: `n` floats (a multiple of 32) into n / 32 blocks of 34 bytes
+// at `out`, as EncodeTensor writes them.
+void EncodeQ8_0(const float* x, size_t n, uint8_t* out);
+
+// Decodes n / 32 Q8_0 blocks at `data` into `n` floats (as DecodeRow).
+void DecodeQ8_0(const uint8_t* data, size_t n, float* y);
+
 // Decodes `n` values of `type` starting at `data` (a whole number of blocks) into `y`,
 // with ggml's float operations (so the values equal llama.cpp's dequantization).
 // Supported: the types EncodeTensor writes. Errors: UNIMPLEMENTED for other types.

@@ -106,7 +106,18 @@ void MatMulPortable(const Matrix& w, const uint8_t* x, size_t x_stride, int n_to
   std::free(heap);
 }
 
-const KernelSet kPortable = {"portable", &PreparePortable, &MatMulPortable, nullptr, nullptr, &Softmax, &SwiGlu};
+void Q8AxpyPortable(const uint8_t* blocks, int n, float a, float* y) {
+  for (int b = 0; b < n / 32; ++b, blocks += 34, y += 32) {
+    uint16_t h;
+    std::memcpy(&h, blocks, sizeof(h));
+    const float ad = a * gguf::HalfToFloat(h);
+    const int8_t* q = reinterpret_cast<const int8_t*>(blocks + 2);
+    for (int j = 0; j < 32; ++j) y[j] += ad * q[j];
+  }
+}
+
+const KernelSet kPortable = {"portable", &PreparePortable, &MatMulPortable, nullptr, nullptr,
+                             &Softmax,   &SwiGlu,          &Q8AxpyPortable};
 
 }  // namespace
 

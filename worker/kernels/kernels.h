@@ -66,6 +66,11 @@ using PackFn = void (*)(const Matrix& w, uint8_t* out);
 // the reference.
 using SoftmaxFn = void (*)(float* x, int n);
 using SwiGluFn = void (*)(float* out, const float* gate, const float* up, int n);
+// y[i] += (a * d) * q[i] for the n / 32 Q8_0 blocks (fp16 d, int8 q[32], 34 bytes) at
+// `blocks` (n a multiple of 32): one position's values weighted into attention's
+// output, read from a Q8_0 KV cache (worker/model/kv_cache.h). The vectorised sets
+// fuse the multiply-add (one rounding): within 1e-6 relative of the portable set's.
+using Q8AxpyFn = void (*)(const uint8_t* blocks, int n, float a, float* y);
 
 struct KernelSet {
   const char* name;
@@ -75,6 +80,7 @@ struct KernelSet {
   PackFn pack;
   SoftmaxFn softmax;
   SwiGluFn swiglu;
+  Q8AxpyFn q8_0_axpy;
 };
 
 // Layout of the avx512vnni set's packed Q8_0 ("Q8_0x16"), the same bytes per row as

@@ -287,6 +287,21 @@ void SwiGluAvx2(float* out, const float* gate, const float* up, int n) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + ExpScalar(-gate[i])) * up[i];
 }
 
+void Q8AxpyAvx2(const uint8_t* blocks, int n, float a, float* y) {
+  for (int b = 0; b < n / 32; ++b, blocks += 34, y += 32) {
+    uint16_t h;
+    std::memcpy(&h, blocks, sizeof(h));
+    const __m256 ad = _mm256_set1_ps(a * _cvtsh_ss(h));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blocks + 2));
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; ++k) {
+      const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k]));
+      _mm256_storeu_ps(y + 8 * k, _mm256_fmadd_ps(ad, v, _mm256_loadu_ps(y + 8 * k)));
+    }
+  }
+}
+
 // ---- Tile tables and the set -------------------------------------------------------
 
 template <class L, int RM, int RN>
@@ -338,7 +353,7 @@ void MatMul(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, float
   }
 }
 
-const KernelSet kAvx2 = {"avx2", &Prepare, &MatMul, nullptr, nullptr, &SoftmaxAvx2, &SwiGluAvx2};
+const KernelSet kAvx2 = {"avx2", &Prepare, &MatMul, nullptr, nullptr, &SoftmaxAvx2, &SwiGluAvx2, &Q8AxpyAvx2};
 
 }  // namespace
 
@@ -354,6 +369,7 @@ void SoftmaxAvx2Kernel(float* x, int n) { SoftmaxAvx2(x, n); }
 void SwiGluAvx2Kernel(float* out, const float* gate, const float* up, int n) {
   SwiGluAvx2(out, gate, up, n);
 }
+void Q8AxpyAvx2Kernel(const uint8_t* blocks, int n, float a, float* y) { Q8AxpyAvx2(blocks, n, a, y); }
 
 const KernelSet& Avx2KernelSetUnchecked() { return kAvx2; }
 

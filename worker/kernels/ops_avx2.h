@@ -21,6 +21,7 @@ void MatMulAvx2(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
                 int row_begin, int row_end);
 void SoftmaxAvx2Kernel(float* x, int n);
 void SwiGluAvx2Kernel(float* out, const float* gate, const float* up, int n);
+void Q8AxpyAvx2Kernel(const uint8_t* blocks, int n, float a, float* y);
 
 }  // namespace gantry::kernels::internal
 

@@ -705,7 +705,7 @@ void MatMulVnni(const Matrix& w, const uint8_t* x, size_t x_stride, int n_tok, f
 }
 
 const KernelSet kAvx512Vnni = {"avx512vnni", &PrepareAvx2,       &MatMulVnni,       &PackedBytesVnni,
-                               &PackVnni,    &SoftmaxAvx2Kernel, &SwiGluAvx2Kernel};
+                               &PackVnni,    &SoftmaxAvx2Kernel, &SwiGluAvx2Kernel, &Q8AxpyAvx2Kernel};
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 
 #include "absl/strings/str_cat.h"
@@ -20,22 +21,40 @@ constexpr int kAttentionBlock = 64;
 // Weight rows per unit of work when a product is split across threads (a multiple of
 // the kernels' row tile).
 constexpr int kRowGrain = 16;
+// Query rows up to which attention over a Q8_0 cache weights each position's values
+// into the output directly (q8_0_axpy); more rows decode a block's values once and
+// take a product with them.
+constexpr int kQ8AxpyRows = 8;
 
 void AddBias(float* y, const std::vector<float>& b) {
   for (size_t i = 0; i < b.size(); ++i) y[i] += b[i];
 }
 
-kernels::Matrix HalfMatrix(const uint16_t* data, int rows, int cols, size_t row_halves) {
+kernels::Matrix CacheMatrix(const uint8_t* data, gguf::TensorType type, int rows, int cols, size_t row_bytes) {
   kernels::Matrix m;
-  m.data = reinterpret_cast<const uint8_t*>(data);
-  m.type = gguf::TensorType::kF16;
+  m.data = data;
+  m.type = type;
   m.rows = rows;
   m.cols = cols;
-  m.row_bytes = row_halves * sizeof(uint16_t);
+  m.row_bytes = row_bytes;
   return m;
 }
 
+void StoreHalf(uint8_t* at, uint16_t h) { std::memcpy(at, &h, sizeof(h)); }
+float LoadHalf(const uint8_t* at) {
+  uint16_t h;
+  std::memcpy(&h, at, sizeof(h));
+  return gguf::HalfToFloat(h);
+}
+
 float RoundToHalf(float v) { return gguf::HalfToFloat(gguf::FloatToHalf(v)); }
+
+// x (n a multiple of 32) as the kernels quantize activations for Q8_0 weights, decoded.
+void RoundToQ8(const float* x, int n, float* out) {
+  std::vector<kernels::Q8Block> blocks(n / 32);
+  kernels::PortableKernels().prepare(gguf::TensorType::kQ8_0, x, n, 1, n, reinterpret_cast<uint8_t*>(blocks.data()));
+  for (int i = 0; i < n; ++i) out[i] = blocks[i / 32].d * blocks[i / 32].q[i % 32];
+}
 
 }  // namespace
 
@@ -113,6 +132,7 @@ void Forward::Reserve(int n, int max_capacity) {
     scores_.resize(static_cast<size_t>(threads) * kAttentionBlock * capacity_reserved_);
     rounded_.resize(scores_.size() + static_cast<size_t>(threads) * kAttentionBlock * c_.head_dim);
     partial_.resize(static_cast<size_t>(threads) * kAttentionBlock * c_.head_dim);
+    decoded_.resize(static_cast<size_t>(threads) * (KvPool::kBlockTokens + 1) * c_.head_dim);
   }
   if (n <= rows_reserved_) return;
   rows_reserved_ = n;
@@ -248,11 +268,17 @@ void Forward::ForwardRows(const std::vector<Item*>& items) {
 // block's last row sees, scaled and softmaxed per row up to its own position (the
 // causal mask: later positions get weight 0), then out = scores V, as a product with
 // V's transposed rows. The tasks of all items are one parallel region.
+//
+// As ggml meets each cache type: F16 keys and values meet queries and scores rounded to
+// F16; Q8_0 keys meet queries quantized to Q8_0 blocks (an integer dot per 32), Q8_0
+// values meet the scores as they are: weighted into the output position by position
+// for a few rows, else decoded to F32 one KV block at a time (transposed into the
+// thread's scratch) for a product.
 void Forward::Attention(int layer, const std::vector<Item*>& items) {
   constexpr int B = KvPool::kBlockTokens;
   const kernels::KernelSet& k = kernels::Kernels();
   const int hd = c_.head_dim;
-  const int q_dim = c_.n_head * hd, kv_dim = c_.n_head_kv * hd;
+  const int q_dim = c_.n_head * hd;
   const int group = c_.n_head / c_.n_head_kv;
   const float inv_sqrt_hd = 1.0f / std::sqrt(static_cast<float>(hd));
   // first_task[i]: the first task of item i; first_row[i]: its first row in the pass.
@@ -269,27 +295,32 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
     float* rounded_q = rounded_.data() + static_cast<size_t>(thread) * rounded_stride;
     float* rounded_scores = rounded_q + static_cast<size_t>(kAttentionBlock) * hd;
     float* partial = partial_.data() + static_cast<size_t>(thread) * kAttentionBlock * hd;
+    float* decoded = decoded_.data() + static_cast<size_t>(thread) * (B + 1) * hd;
     size_t i = 0;
     for (int task = begin; task < end; ++task) {
       while (task >= first_task[i + 1]) ++i;
       const Item& item = *items[i];
       const KvCache& cache = *item.cache;
+      const bool f16 = cache.pool().type() == KvType::kF16;
+      const size_t row_bytes = cache.pool().row_bytes();
       const int pos0 = cache.n_past();
       const int blocks = (item.n + kAttentionBlock - 1) / kAttentionBlock;
       const int local = task - first_task[i];
       const int h = local / blocks, kvh = h / group;
+      const size_t head_at = kvh * KvPool::HeadBytes(hd, cache.pool().type());
       const int t0 = (local % blocks) * kAttentionBlock, t1 = std::min(item.n, t0 + kAttentionBlock);
       const int rows = t1 - t0;
       const int visible = pos0 + t1;
       const size_t row0 = static_cast<size_t>(first_row[i] + t0);
       const float* q = q_.data() + row0 * q_dim + h * hd;
       // Scores, one KV block of keys at a time.
-      k.prepare(gguf::TensorType::kF16, q, q_dim, rows, hd, reinterpret_cast<uint8_t*>(rounded_q));
+      const gguf::TensorType key_type = f16 ? gguf::TensorType::kF16 : gguf::TensorType::kQ8_0;
+      k.prepare(key_type, q, q_dim, rows, hd, reinterpret_cast<uint8_t*>(rounded_q));
       for (int p0 = 0; p0 < visible; p0 += B) {
         const int span = std::min(B, visible - p0);
-        const kernels::Matrix keys = HalfMatrix(cache.keys_at(layer, p0) + kvh * hd, span, hd, kv_dim);
-        k.matmul(keys, reinterpret_cast<const uint8_t*>(rounded_q), hd * sizeof(float), rows, scores + p0, ld, 0,
-                 span);
+        const kernels::Matrix keys = CacheMatrix(cache.keys_at(layer, p0) + head_at, key_type, span, hd, row_bytes);
+        k.matmul(keys, reinterpret_cast<const uint8_t*>(rounded_q), kernels::PreparedRowBytes(key_type, hd), rows,
+                 scores + p0, ld, 0, span);
       }
       for (int t = t0; t < t1; ++t) {
         float* row = scores + static_cast<size_t>(t - t0) * ld;
@@ -299,18 +330,46 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
         std::fill(row + seen, row + visible, 0.0f);
       }
       // Output: the first block's product, then each next block's added.
-      k.prepare(gguf::TensorType::kF16, scores, ld, rows, visible, reinterpret_cast<uint8_t*>(rounded_scores));
+      const float* weights = scores;
+      size_t weights_ld = ld;
+      if (f16) {
+        k.prepare(gguf::TensorType::kF16, scores, ld, rows, visible, reinterpret_cast<uint8_t*>(rounded_scores));
+        weights = rounded_scores;
+        weights_ld = visible;
+      }
       float* out = att_out_.data() + row0 * q_dim + h * hd;
+      if (!f16 && rows <= kQ8AxpyRows) {
+        // Few rows (decoding): each position's values weighted straight into the output.
+        for (int r = 0; r < rows; ++r) {
+          float* o = out + static_cast<size_t>(r) * q_dim;
+          const float* w = scores + static_cast<size_t>(r) * ld;
+          std::fill(o, o + hd, 0.0f);
+          for (int p = 0; p < pos0 + t0 + r + 1; ++p) k.q8_0_axpy(cache.values_at(layer, p) + head_at, hd, w[p], o);
+        }
+        continue;
+      }
       for (int p0 = 0; p0 < visible; p0 += B) {
         const int span = std::min(B, visible - p0);
-        const kernels::Matrix values =
-            HalfMatrix(cache.values_at(layer, p0) + static_cast<size_t>(kvh) * hd * B, hd, span, B);
-        const uint8_t* x = reinterpret_cast<const uint8_t*>(rounded_scores + p0);
+        kernels::Matrix values;
+        if (f16) {
+          values = CacheMatrix(cache.values_at(layer, p0) + static_cast<size_t>(kvh) * hd * B * sizeof(uint16_t),
+                               gguf::TensorType::kF16, hd, span, B * sizeof(uint16_t));
+        } else {
+          // Decoded position by position, transposed: row d holds dimension d of each.
+          float* row = decoded + static_cast<size_t>(B) * hd;
+          for (int p = 0; p < span; ++p) {
+            gguf::DecodeQ8_0(cache.values_at(layer, p0 + p) + head_at, hd, row);
+            for (int d = 0; d < hd; ++d) decoded[static_cast<size_t>(d) * B + p] = row[d];
+          }
+          values = CacheMatrix(reinterpret_cast<const uint8_t*>(decoded), gguf::TensorType::kF32, hd, span,
+                               B * sizeof(float));
+        }
+        const uint8_t* x = reinterpret_cast<const uint8_t*>(weights + p0);
         if (p0 == 0) {
-          k.matmul(values, x, visible * sizeof(float), rows, out, q_dim, 0, hd);
+          k.matmul(values, x, weights_ld * sizeof(float), rows, out, q_dim, 0, hd);
           continue;
         }
-        k.matmul(values, x, visible * sizeof(float), rows, partial, hd, 0, hd);
+        k.matmul(values, x, weights_ld * sizeof(float), rows, partial, hd, 0, hd);
         for (int r = 0; r < rows; ++r) {
           float* o = out + static_cast<size_t>(r) * q_dim;
           const float* add = partial + static_cast<size_t>(r) * hd;
@@ -324,10 +383,15 @@ void Forward::Attention(int layer, const std::vector<Item*>& items) {
 void Forward::StoreKv(KvCache* cache, int layer, int pos, const float* k, const float* v) {
   constexpr int B = KvPool::kBlockTokens;
   const size_t kv_dim = cache->pool().kv_dim();
-  uint16_t* keys = cache->keys_at(layer, pos);
-  uint16_t* values = cache->values_at(layer, pos);
-  for (size_t i = 0; i < kv_dim; ++i) keys[i] = gguf::FloatToHalf(k[i]);
-  for (size_t i = 0; i < kv_dim; ++i) values[i * B] = gguf::FloatToHalf(v[i]);
+  uint8_t* keys = cache->keys_at(layer, pos);
+  uint8_t* values = cache->values_at(layer, pos);
+  if (cache->pool().type() == KvType::kQ8_0) {
+    gguf::EncodeQ8_0(k, kv_dim, keys);
+    gguf::EncodeQ8_0(v, kv_dim, values);
+    return;
+  }
+  for (size_t i = 0; i < kv_dim; ++i) StoreHalf(keys + i * sizeof(uint16_t), gguf::FloatToHalf(k[i]));
+  for (size_t i = 0; i < kv_dim; ++i) StoreHalf(values + i * B * sizeof(uint16_t), gguf::FloatToHalf(v[i]));
 }
 
 void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* logits) {
@@ -363,23 +427,43 @@ void Forward::ForwardReference(KvCache* cache, int32_t token, int pos, float* lo
       kernels::Rope(kh, hd, pos, c_.rope_base, c_.rope_mode);
     }
     StoreKv(cache, l, pos, k_.data(), v_.data());
-    // The F16 cache meets queries and scores rounded to F16 (as the fast path, and ggml).
+    // Each cache type meets queries and scores as the fast path does (and ggml): F16
+    // keys and values queries and scores rounded to F16; Q8_0 keys queries quantized to
+    // Q8_0, Q8_0 values scores as they are.
+    const bool f16 = cache->pool().type() == KvType::kF16;
+    const size_t head_bytes = KvPool::HeadBytes(hd, cache->pool().type());
+    std::vector<float> qr(hd), kv(hd);
     for (int h = 0; h < c_.n_head; ++h) {
       const float* qh = q_.data() + h * hd;
       const int kvh = h / group;
+      if (f16) {
+        for (int i = 0; i < hd; ++i) qr[i] = RoundToHalf(qh[i]);
+      } else {
+        RoundToQ8(qh, hd, qr.data());
+      }
       for (int t = 0; t <= pos; ++t) {
-        const uint16_t* kt = cache->keys_at(l, t) + kvh * hd;
+        const uint8_t* kt = cache->keys_at(l, t) + kvh * head_bytes;
+        if (f16) {
+          for (int i = 0; i < hd; ++i) kv[i] = LoadHalf(kt + i * sizeof(uint16_t));
+        } else {
+          gguf::DecodeQ8_0(kt, hd, kv.data());
+        }
         float s = 0;
-        for (int i = 0; i < hd; ++i) s += RoundToHalf(qh[i]) * gguf::HalfToFloat(kt[i]);
+        for (int i = 0; i < hd; ++i) s += qr[i] * kv[i];
         att[t] = s * inv_sqrt_hd;
       }
       kernels::Softmax(att.data(), pos + 1);
       float* oh = att_out_.data() + h * hd;
       std::fill(oh, oh + hd, 0.0f);
       for (int t = 0; t <= pos; ++t) {
-        const float a = RoundToHalf(att[t]);
-        const uint16_t* vt = cache->values_at(l, t) + static_cast<size_t>(kvh) * hd * B;
-        for (int i = 0; i < hd; ++i) oh[i] += a * gguf::HalfToFloat(vt[static_cast<size_t>(i) * B]);
+        if (f16) {
+          const float a = RoundToHalf(att[t]);
+          const uint8_t* vt = cache->values_at(l, t) + static_cast<size_t>(kvh) * hd * B * sizeof(uint16_t);
+          for (int i = 0; i < hd; ++i) oh[i] += a * LoadHalf(vt + static_cast<size_t>(i) * B * sizeof(uint16_t));
+          continue;
+        }
+        gguf::DecodeQ8_0(cache->values_at(l, t) + kvh * head_bytes, hd, kv.data());
+        for (int i = 0; i < hd; ++i) oh[i] += att[t] * kv[i];
       }
     }
     matvec(w.wo, att_out_.data(), xb);

@@ -19,8 +19,9 @@
 // the fast path is tested against.
 //
 // The caches are paged (kv_cache.h): each row's keys and values go to the block of its
-// position, F16, and attention reads a sequence's blocks in order. The cache meets
-// queries and softmaxed scores rounded to F16, as ggml meets its F16 cache.
+// position, F16 or Q8_0, and attention reads a sequence's blocks in order. As ggml
+// meets its caches, an F16 cache meets queries and softmaxed scores rounded to F16; a
+// Q8_0 cache meets queries quantized to Q8_0 blocks and F32 scores.
 //
 // Errors are per item: an item whose tokens do not fit its cache's capacity
 // (INVALID_ARGUMENT, reason "context_length_exceeded"), find no room in its pool
@@ -101,6 +102,7 @@ class Forward {
   std::vector<float> scores_;  // per thread: [query row in block][position]
   std::vector<float> rounded_;  // per thread: the block's queries, then its scores, in F16
   std::vector<float> partial_;  // per thread: one KV block's share of the block's output
+  std::vector<float> decoded_;  // per thread: a Q8_0 block's values of one head, as F32
 };
 
 }  // namespace gantry::model

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/sha256.h"
 
@@ -19,14 +20,44 @@ int CommonStart(const int32_t* a, const int32_t* b, int n) {
   return i;
 }
 
+// Q8_0: 32 values in 34 bytes.
+constexpr size_t kQ8Values = 32, kQ8Bytes = 34;
+
 }  // namespace
 
-KvPool::KvPool(const ModelConfig& c, int blocks)
-    : n_layer_(c.n_layer), kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim) {
+const char* KvTypeName(KvType type) { return type == KvType::kQ8_0 ? "q8_0" : "f16"; }
+
+bool ParseKvType(absl::string_view name, KvType* type) {
+  for (KvType t : {KvType::kF16, KvType::kQ8_0}) {
+    if (name == KvTypeName(t)) {
+      *type = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status KvPool::Supports(const ModelConfig& c, KvType type) {
+  if (type == KvType::kQ8_0 && c.head_dim % kQ8Values != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a q8_0 KV cache needs a head dimension that is a multiple of 32; ",
+                                                   "this model's is ", c.head_dim));
+  }
+  return absl::OkStatus();
+}
+
+size_t KvPool::HeadBytes(int head_dim, KvType type) {
+  return type == KvType::kQ8_0 ? head_dim / kQ8Values * kQ8Bytes : head_dim * sizeof(uint16_t);
+}
+
+KvPool::KvPool(const ModelConfig& c, int blocks, KvType type)
+    : n_layer_(c.n_layer),
+      kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim),
+      type_(type),
+      row_bytes_(RowBytes(c, type)) {
   blocks = std::max(1, blocks);
-  // Zero-initialised: a product over positions never written multiplies zeros, never
-  // the bits of a NaN.
-  data_.resize(static_cast<size_t>(blocks) * n_layer_ * 2 * B * kv_dim_);
+  // Zero-initialised: a product over positions never written multiplies zeros (F16
+  // zeros, or Q8_0 blocks of scale 0), never the bits of a NaN.
+  data_.resize(static_cast<size_t>(blocks) * n_layer_ * 2 * B * row_bytes_);
   meta_.resize(blocks);
   for (int b = blocks - 1; b >= 0; --b) free_.push_back(b);
 }
@@ -123,8 +154,7 @@ int KvPool::TakeCopy(int from, int n) {
   Hold(from);
   const int to = Take();
   if (to >= 0) {
-    const size_t halves = static_cast<size_t>(n_layer_) * 2 * B * kv_dim_;
-    std::memcpy(data_.data() + Offset(to, 0), data_.data() + Offset(from, 0), halves * sizeof(uint16_t));
+    std::memcpy(data_.data() + Offset(to, 0), data_.data() + Offset(from, 0), block_bytes());
     meta_[to].n = n;
     tokens_held_ += n;
   }
@@ -140,11 +170,11 @@ KvCache::KvCache(KvPool* pool, int capacity, const std::string& tenant)
   root_ = Sha256Hex(seed).substr(0, kKeyDigits);
 }
 
-KvCache::KvCache(const ModelConfig& config, int capacity)
+KvCache::KvCache(const ModelConfig& config, int capacity, KvType type)
     : KvCache(nullptr, capacity) {
   // One block more than the positions need: the copy a write into a published block
   // takes after Truncate().
-  own_pool_ = std::make_unique<KvPool>(config, KvPool::BlocksFor(capacity) + 1);
+  own_pool_ = std::make_unique<KvPool>(config, KvPool::BlocksFor(capacity) + 1, type);
   pool_ = own_pool_.get();
 }
 

@@ -1,7 +1,7 @@
 // The KV memory of a worker (a paged cache, as vLLM's): one KvPool of fixed-size
 // blocks, each holding the keys and values of kBlockTokens consecutive positions of one
-// sequence in every layer, F16; and a KvCache per sequence, the table of the blocks
-// that hold its positions in order.
+// sequence in every layer, F16 or Q8_0 (KvType); and a KvCache per sequence, the table
+// of the blocks that hold its positions in order.
 //
 // Prefix reuse. A full block is identified by a key that chains the tenant and every
 // token up to its end: key(0) = H("gantry.kv.v1", tenant), key(j+1) = H(key(j), the
@@ -29,23 +29,52 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "worker/model/model.h"
 
 namespace gantry::model {
+
+// How keys and values are stored (gantry-worker --kv-cache-type, llama.cpp's
+// --cache-type-k/-v):
+//   kF16: IEEE half, keys [kBlockTokens][kv_dim] per block and layer, values transposed
+//         [kv_dim][kBlockTokens] (attention's output is then a product with rows of
+//         positions);
+//   kQ8_0: ggml's Q8_0 (per 32 values an fp16 scale and 32 int8, 34 bytes), keys and
+//         values both [kBlockTokens] rows of kv_dim / 32 blocks: 1.06 bytes a value
+//         against F16's 2. Needs head_dim a multiple of 32.
+enum class KvType { kF16, kQ8_0 };
+
+// "f16" / "q8_0".
+const char* KvTypeName(KvType type);
+// Parses a KvTypeName; false for anything else.
+bool ParseKvType(absl::string_view name, KvType* type);
 
 class KvPool {
  public:
   static constexpr int kBlockTokens = 32;
 
-  KvPool(const ModelConfig& config, int blocks);
+  // OK, or INVALID_ARGUMENT saying why `config` cannot keep its cache as `type`.
+  static absl::Status Supports(const ModelConfig& config, KvType type);
+
+  // Precondition: Supports(config, type) is OK.
+  KvPool(const ModelConfig& config, int blocks, KvType type = KvType::kF16);
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
-  // Bytes one position takes: keys and values of every layer.
-  static size_t BytesPerToken(const ModelConfig& config) {
-    return 2 * static_cast<size_t>(config.n_layer) * config.n_head_kv * config.head_dim * sizeof(uint16_t);
+  // Bytes of one head's keys (or values) of one position.
+  static size_t HeadBytes(int head_dim, KvType type);
+  // Bytes of one position's keys (or values) in one layer: n_head_kv heads.
+  static size_t RowBytes(const ModelConfig& config, KvType type) {
+    return static_cast<size_t>(config.n_head_kv) * HeadBytes(config.head_dim, type);
   }
-  static size_t BlockBytes(const ModelConfig& config) { return BytesPerToken(config) * kBlockTokens; }
+  // Bytes one position takes: keys and values of every layer.
+  static size_t BytesPerToken(const ModelConfig& config, KvType type = KvType::kF16) {
+    return 2 * static_cast<size_t>(config.n_layer) * RowBytes(config, type);
+  }
+  static size_t BlockBytes(const ModelConfig& config, KvType type = KvType::kF16) {
+    return BytesPerToken(config, type) * kBlockTokens;
+  }
   // Blocks that hold `tokens` positions.
   static int BlocksFor(int64_t tokens) { return static_cast<int>((tokens + kBlockTokens - 1) / kBlockTokens); }
 
@@ -58,16 +87,17 @@ class KvPool {
   int available() const { return blocks() - in_use_; }
   // Positions held in blocks, in use or cached.
   int64_t tokens_held() const { return tokens_held_; }
-  size_t bytes() const { return data_.size() * sizeof(uint16_t); }
+  size_t bytes() const { return data_.size(); }
+  KvType type() const { return type_; }
 
-  // Block data, F16 bits. Keys: [kBlockTokens][n_head_kv * head_dim]. Values
-  // transposed, so that attention's output is a product with rows of positions:
-  // [n_head_kv * head_dim][kBlockTokens].
-  uint16_t* keys(int block, int layer) { return data_.data() + Offset(block, layer); }
-  uint16_t* values(int block, int layer) { return keys(block, layer) + kBlockTokens * kv_dim_; }
-  const uint16_t* keys(int block, int layer) const { return data_.data() + Offset(block, layer); }
-  const uint16_t* values(int block, int layer) const { return keys(block, layer) + kBlockTokens * kv_dim_; }
+  // Block data in the layout of type() (see KvType): the keys of `block` in `layer`,
+  // then its values.
+  uint8_t* keys(int block, int layer) { return data_.data() + Offset(block, layer); }
+  uint8_t* values(int block, int layer) { return keys(block, layer) + kBlockTokens * row_bytes_; }
   size_t kv_dim() const { return kv_dim_; }
+  // Bytes of one position's keys in one layer (one row of a block's keys).
+  size_t row_bytes() const { return row_bytes_; }
+  size_t block_bytes() const { return Offset(1, 0); }
 
  private:
   friend class KvCache;
@@ -82,7 +112,7 @@ class KvPool {
   };
 
   size_t Offset(int block, int layer) const {
-    return (static_cast<size_t>(block) * n_layer_ + layer) * 2 * kBlockTokens * kv_dim_;
+    return (static_cast<size_t>(block) * n_layer_ + layer) * 2 * kBlockTokens * row_bytes_;
   }
   // A block for a sequence to write (refs 1): a free one, else the least recently
   // released cached one, evicted. -1 when every block is in use.
@@ -105,7 +135,9 @@ class KvPool {
 
   const int n_layer_;
   const size_t kv_dim_;
-  std::vector<uint16_t> data_;
+  const KvType type_;
+  const size_t row_bytes_;
+  std::vector<uint8_t> data_;
   std::vector<Block> meta_;
   std::vector<int> free_;
   std::list<int> lru_;  // cached blocks, least recently released first
@@ -125,7 +157,7 @@ class KvCache {
   // reusing only blocks of `tenant`.
   KvCache(KvPool* pool, int capacity, const std::string& tenant = "");
   // A cache with a pool of its own, sized for `capacity` (one sequence alone).
-  KvCache(const ModelConfig& config, int capacity);
+  KvCache(const ModelConfig& config, int capacity, KvType type = KvType::kF16);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -138,13 +170,16 @@ class KvCache {
   int blocks() const { return static_cast<int>(table_.size()); }
   // The block holding position `pos` (< the room Grow() made).
   int block_at(int pos) const { return table_[pos / KvPool::kBlockTokens]; }
-  // Position `pos`'s keys in `layer` (kv_dim values), and its values (kv_dim values,
-  // kBlockTokens apart: a column of the block's transposed values).
-  uint16_t* keys_at(int layer, int pos) const {
-    return pool_->keys(block_at(pos), layer) + static_cast<size_t>(pos % KvPool::kBlockTokens) * pool_->kv_dim();
+  // Position `pos`'s keys in `layer` (a row of row_bytes()), and its values: the same
+  // for Q8_0; for F16 kv_dim halves kBlockTokens apart (a column of the block's
+  // transposed values).
+  uint8_t* keys_at(int layer, int pos) const {
+    return pool_->keys(block_at(pos), layer) + static_cast<size_t>(pos % KvPool::kBlockTokens) * pool_->row_bytes();
   }
-  uint16_t* values_at(int layer, int pos) const {
-    return pool_->values(block_at(pos), layer) + pos % KvPool::kBlockTokens;
+  uint8_t* values_at(int layer, int pos) const {
+    const size_t at = pos % KvPool::kBlockTokens;
+    return pool_->values(block_at(pos), layer) +
+           (pool_->type() == KvType::kF16 ? at * sizeof(uint16_t) : at * pool_->row_bytes());
   }
 
   // Takes, for a cache that holds no block yet (else does nothing), the longest start of tokens[0..limit) its tenant has in
@@ -163,14 +198,13 @@ class KvCache {
   void Clear();
 
   // Bytes of the blocks this cache holds.
-  size_t Bytes() const { return table_.size() * KvPool::BlockBytes(config_); }
+  size_t Bytes() const { return table_.size() * pool_->block_bytes(); }
 
  private:
   std::string KeyAfter(const std::string& parent, const int32_t* tokens) const;
   // The chain key before block j.
   const std::string& ParentOf(size_t j) const { return j == 0 ? root_ : keys_[j - 1]; }
 
-  const ModelConfig config_;
   std::unique_ptr<KvPool> own_pool_;
   KvPool* pool_;
   int capacity_;

@@ -35,8 +35,9 @@ class Session {
   static constexpr int kMaxChunk = 512;
 
   Session(const Model& model, int capacity) : Session(model, capacity, Options()) {}
-  Session(const Model& model, int capacity, const Options& options)
-      : cache_(model.config(), capacity), forward_(model, options) {}
+  // Keys and values kept as `kv_type` (precondition: KvPool::Supports).
+  Session(const Model& model, int capacity, const Options& options, KvType kv_type = KvType::kF16)
+      : cache_(model.config(), capacity, kv_type), forward_(model, options) {}
 
   // Errors: INVALID_ARGUMENT with reason "context_length_exceeded" when the tokens do not fit;
   // with "invalid_request" for a token id outside the vocabulary. On error nothing is

@@ -4,7 +4,8 @@
 // The paged cache's prefix sharing (kv_cache.h) against evaluating alone.
 // Stated tolerance: every logit within 2e-3 * max|logit| (F32, F16) or 2e-2 * max|logit|
 // (Q8_0, Q4_0, Q5_K, Q4_K_M, where a float difference can flip an activation's
-// quantization step); the top token identical. K-quant models are 256 wide (their rows
+// quantization step); the top token identical. A Q8_0 KV cache: the fast path within
+// 2e-3 of the reference for F16 weights; its logits within 1e-2 of an F16 cache's. K-quant models are 256 wide (their rows
 // are whole super-blocks).
 // Needs a byte-level BPE tokenizer: $GANTRY_REFERENCE_DIR/tokenizers/qwen3 or
 // $GANTRY_LLAMA_PEER_DIR/tokenizers/qwen3 (fails, does not skip, without one).
@@ -100,19 +101,24 @@ TEST(SessionTest, FastPathMatchesTheReferencePath) {
     gguf::TensorType type;
     double rel;
     bool q4_k_m = false;
+    KvType kv = KvType::kF16;
   };
   for (const Case& c : {Case{"qwen3", gguf::TensorType::kF32, 2e-3}, Case{"qwen3", gguf::TensorType::kF16, 2e-3},
                         Case{"llama", gguf::TensorType::kQ8_0, 2e-2}, Case{"qwen3", gguf::TensorType::kQ4_0, 2e-2},
                         Case{"llama", gguf::TensorType::kQ5_K, 2e-2},
-                        Case{"qwen3", gguf::TensorType::kQ4_K, 2e-2, /*q4_k_m=*/true}}) {
-    SCOPED_TRACE(std::string(c.arch) + " " + gguf::TensorTypeName(c.type) + (c.q4_k_m ? "_M" : ""));
+                        Case{"qwen3", gguf::TensorType::kQ4_K, 2e-2, /*q4_k_m=*/true},
+                        // A Q8_0 cache: queries quantized as Q8_0 activations are.
+                        Case{"qwen3", gguf::TensorType::kF16, 2e-3, false, KvType::kQ8_0},
+                        Case{"qwen3", gguf::TensorType::kQ4_K, 2e-2, /*q4_k_m=*/true, KvType::kQ8_0}}) {
+    SCOPED_TRACE(std::string(c.arch) + " " + gguf::TensorTypeName(c.type) + (c.q4_k_m ? "_M" : "") + " cache " +
+                 KvTypeName(c.kv));
     Loaded l = Make(c.arch, c.type, c.q4_k_m);
     ASSERT_TRUE(l.model);
     const int capacity = n_prompt + 8;
     Session::Options fast_options, reference_options;
     fast_options.pool = &pool;
     reference_options.reference = true;
-    Session fast(*l.model, capacity, fast_options), reference(*l.model, capacity, reference_options);
+    Session fast(*l.model, capacity, fast_options, c.kv), reference(*l.model, capacity, reference_options, c.kv);
     std::vector<float> got, want;
     ASSERT_TRUE(fast.Eval(prompt, &got).ok());
     ASSERT_TRUE(reference.Eval(prompt, &want).ok());
@@ -170,6 +176,39 @@ int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// A Q8_0 cache takes 34 bytes per 32 values against F16's 64, and its logits stay close
+// to the F16 cache's (the same model, the same tokens: only the cache's rounding
+// differs). A head dimension that is not a multiple of 32 cannot be kept as Q8_0.
+TEST(SessionTest, AQ8_0CacheTakesLittleMoreThanHalfTheBytesAndStaysCloseToF16) {
+  ASSERT_NE(TokenizerDir(), "");
+  Loaded l = Make("qwen3", gguf::TensorType::kF16);
+  ASSERT_TRUE(l.model);
+  const ModelConfig& c = l.model->config();
+  EXPECT_TRUE(KvPool::Supports(c, KvType::kQ8_0).ok());
+  EXPECT_EQ(KvPool::BytesPerToken(c, KvType::kQ8_0) * 64, KvPool::BytesPerToken(c, KvType::kF16) * 34);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 300; ++i) prompt.push_back(100 + (i * 104729) % 5000);
+  Session f16(*l.model, 320, Session::Options(), KvType::kF16), q8(*l.model, 320, Session::Options(), KvType::kQ8_0);
+  std::vector<float> want, got;
+  ASSERT_TRUE(f16.Eval(prompt, &want).ok());
+  ASSERT_TRUE(q8.Eval(prompt, &got).ok());
+  ExpectClose(got, want, 1e-2, "q8_0 cache against f16 cache");
+  for (int step = 0; step < 4; ++step) {
+    const int32_t next = Argmax(want);
+    ASSERT_TRUE(f16.Eval({next}, &want).ok());
+    ASSERT_TRUE(q8.Eval({next}, &got).ok());
+    ExpectClose(got, want, 1e-2, "q8_0 cache against f16 cache, decoding");
+  }
+
+  Loaded llama = Make("llama", gguf::TensorType::kF16);  // head_dim 16
+  ASSERT_TRUE(llama.model);
+  const absl::Status refused = KvPool::Supports(llama.model->config(), KvType::kQ8_0);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("multiple of 32"), std::string::npos) << refused;
+  EXPECT_TRUE(KvPool::Supports(llama.model->config(), KvType::kF16).ok());
+}
+
+
 // Eight prompts of different lengths: four prefilled together, then the other four's
 // prompts in the same passes as the first four's decode steps (sequences joining a
 // running batch), then all eight decoding together. Each sequence's logits at every
@@ -177,7 +216,9 @@ int32_t Argmax(const std::vector<float>& v) {
 // other rows), and so are its greedy tokens.
 TEST(ForwardTest, BatchedSequencesGetTheLogitsTheyGetAlone) {
   ASSERT_NE(TokenizerDir(), "");
-  for (gguf::TensorType type : {gguf::TensorType::kQ8_0, gguf::TensorType::kQ4_K}) {
+  for (auto [type, kv] : {std::pair(gguf::TensorType::kQ8_0, KvType::kF16), std::pair(gguf::TensorType::kQ4_K, KvType::kF16),
+                          std::pair(gguf::TensorType::kQ8_0, KvType::kQ8_0)}) {
+    SCOPED_TRACE(std::string(gguf::TensorTypeName(type)) + " cache " + KvTypeName(kv));
     Loaded l = Make("qwen3", type, type == gguf::TensorType::kQ4_K);
     ASSERT_TRUE(l.model);
     constexpr int kSequences = 8, kSteps = 6, kCapacity = 128;
@@ -191,7 +232,7 @@ TEST(ForwardTest, BatchedSequencesGetTheLogitsTheyGetAlone) {
     // Alone: each prompt, then kSteps greedy tokens.
     std::vector<std::vector<std::vector<float>>> alone(kSequences);
     for (int s = 0; s < kSequences; ++s) {
-      Session session(*l.model, kCapacity, options);
+      Session session(*l.model, kCapacity, options, kv);
       std::vector<float> logits;
       ASSERT_TRUE(session.Eval(prompts[s], &logits).ok());
       alone[s].push_back(logits);
@@ -203,7 +244,7 @@ TEST(ForwardTest, BatchedSequencesGetTheLogitsTheyGetAlone) {
     // Batched.
     Forward forward(*l.model, options);
     std::vector<std::unique_ptr<KvCache>> caches;
-    for (int s = 0; s < kSequences; ++s) caches.push_back(std::make_unique<KvCache>(l.model->config(), kCapacity));
+    for (int s = 0; s < kSequences; ++s) caches.push_back(std::make_unique<KvCache>(l.model->config(), kCapacity, kv));
     std::vector<std::vector<std::vector<float>>> batched(kSequences);
     std::vector<std::vector<float>> logits(kSequences);
     std::vector<int32_t> next(kSequences);
@@ -293,7 +334,7 @@ std::vector<float> EvalInto(Forward& forward, KvCache* cache, const std::vector<
 constexpr int B = KvPool::kBlockTokens, kCapacity = 160;
 
 // A Q8_0 qwen3 model and a Forward over it, for the paged cache's tests.
-class PagedCacheTest : public ::testing::Test {
+class PagedCacheTest : public ::testing::TestWithParam<KvType> {
  protected:
   void SetUp() override {
     ASSERT_NE(TokenizerDir(), "");
@@ -303,7 +344,7 @@ class PagedCacheTest : public ::testing::Test {
   }
   // The logits of `tokens` evaluated by a Session of their own.
   std::vector<float> Alone(const std::vector<int32_t>& tokens) {
-    Session session(*l_.model, kCapacity);
+    Session session(*l_.model, kCapacity, Session::Options(), GetParam());
     std::vector<float> logits;
     EXPECT_TRUE(session.Eval(tokens, &logits).ok());
     return logits;
@@ -322,8 +363,8 @@ std::vector<int32_t> Tokens(int n, int salt) {
 // gets alone. A third, cut back into a shared block, writes a copy of it
 // (copy-on-write): the first one, still running, is not disturbed. Another tenant finds
 // nothing, even with the same tokens.
-TEST_F(PagedCacheTest, ATenantSharesItsPrefixAndNoOtherTenantDoes) {
-  KvPool pool(l_.model->config(), 16);
+TEST_P(PagedCacheTest, ATenantSharesItsPrefixAndNoOtherTenantDoes) {
+  KvPool pool(l_.model->config(), 16, GetParam());
   Forward& forward = *forward_;
   const std::vector<int32_t> first = Tokens(2 * B + 16, 1);
   std::vector<int32_t> second(first.begin(), first.begin() + 2 * B + 6);
@@ -359,8 +400,8 @@ TEST_F(PagedCacheTest, ATenantSharesItsPrefixAndNoOtherTenantDoes) {
 // Released blocks stay cached: the next turn of a tenant finds its whole previous
 // sequence, the partial last block included (copied); positions cannot be reused past
 // `limit`.
-TEST_F(PagedCacheTest, ReleasedBlocksServeTheNextTurn) {
-  KvPool pool(l_.model->config(), 8);
+TEST_P(PagedCacheTest, ReleasedBlocksServeTheNextTurn) {
+  KvPool pool(l_.model->config(), 8, GetParam());
   Forward& forward = *forward_;
   const std::vector<int32_t> turn1 = Tokens(B + 20, 3);
   {
@@ -383,8 +424,8 @@ TEST_F(PagedCacheTest, ReleasedBlocksServeTheNextTurn) {
 // A short pool: a sequence's room is what is left (Grow), Forward refuses a pass
 // without room and appends nothing, and the least recently released blocks are evicted
 // first, a prefix's tail before its start.
-TEST_F(PagedCacheTest, AShortPoolEvictsTheLeastRecentlyReleasedTailFirst) {
-  KvPool pool(l_.model->config(), 4);
+TEST_P(PagedCacheTest, AShortPoolEvictsTheLeastRecentlyReleasedTailFirst) {
+  KvPool pool(l_.model->config(), 4, GetParam());
   Forward& forward = *forward_;
   const std::vector<int32_t> alice = Tokens(3 * B, 5);
   {
@@ -409,6 +450,9 @@ TEST_F(PagedCacheTest, AShortPoolEvictsTheLeastRecentlyReleasedTailFirst) {
   KvCache alice_again(&pool, kCapacity, "alice");
   EXPECT_EQ(alice_again.Reuse(alice, static_cast<int>(alice.size())), B);  // her first block survived
 }
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, PagedCacheTest, ::testing::Values(KvType::kF16, KvType::kQ8_0),
+                         [](const ::testing::TestParamInfo<KvType>& info) { return std::string(KvTypeName(info.param)); });
 
 }  // namespace
 }  // namespace gantry::model

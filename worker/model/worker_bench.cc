@@ -6,6 +6,7 @@
 //       [--threads 2] [--repeat 3] [--models DIR] [--tokenizer DIR] [--peer DIR]
 //   bazel run //worker/model:worker_bench -- --streams 1,2,4,8,16 [--shape small|2b]
 //       [--types q4_k_m] [--native DIR] [--pp 128] [--tg 32] [--threads 2]
+//       [--kv-cache-type f16|q8_0]
 //
 // --streams: continuous batching. For each count S, S sequences of --pp prompt tokens
 // arrive at once and are prefilled in passes of at most 512 rows (the engine's
@@ -16,7 +17,8 @@
 // (../shared/reference/build-llama-native.sh, its build/bin as --native), with the same
 // -npp, -ntg, -npl and threads: its S_TG (aggregate decode) and T_PP (all S prompts).
 // --shape 2b: qwen3 28 layers, width 2048, 16 / 8 heads, head 128, ff 6144 (a 2B model);
-// small: the 12 x 768 model above.
+// small: the 12 x 768 model above. --kv-cache-type q8_0: our cache as Q8_0, the peer's
+// too (-ctk q8_0 -ctv q8_0, with its flash attention, which a quantized V needs).
 //
 // Models: qwen3, 12 layers, width 768, 12 / 4 heads, ff 2048, untied head, written by
 // the same code as `gantry bundle make-test-model` (any type it writes, q4_k_m too) (into --models, default
@@ -143,7 +145,7 @@ struct StreamsResult {
 
 // S sequences arrive at once: prefill in passes of at most kPassRows rows (whole
 // prompts or chunks, in arrival order), then tg decode steps of all S together.
-StreamsResult RunOursStreams(const Model& model, kernels::ThreadPool* pool, const std::vector<int32_t>& prompt,
+StreamsResult RunOursStreams(const Model& model, kernels::ThreadPool* pool, KvType kv, const std::vector<int32_t>& prompt,
                              int streams, int tg) {
   constexpr int kPassRows = 512;
   Forward::Options options;
@@ -151,7 +153,7 @@ StreamsResult RunOursStreams(const Model& model, kernels::ThreadPool* pool, cons
   Forward forward(model, options);
   std::vector<std::unique_ptr<KvCache>> caches;
   for (int s = 0; s < streams; ++s) {
-    caches.push_back(std::make_unique<KvCache>(model.config(), static_cast<int>(prompt.size()) + tg + 1));
+    caches.push_back(std::make_unique<KvCache>(model.config(), static_cast<int>(prompt.size()) + tg + 1, kv));
   }
   std::vector<std::vector<float>> logits(streams);
   std::vector<int32_t> next(streams);
@@ -211,10 +213,12 @@ struct PeerStreams {
 
 std::vector<std::pair<int, PeerStreams>> RunPeerStreams(const std::string& native_dir, const std::string& model_path,
                                                         int pp, int tg, const std::string& streams, int threads,
-                                                        int max_streams) {
+                                                        int max_streams, KvType kv) {
+  // A quantized V cache needs llama.cpp's flash attention.
+  const std::string cache = kv == KvType::kQ8_0 ? " -ctk q8_0 -ctv q8_0 -fa on" : "";
   const std::string cmd = absl::StrCat("'", native_dir, "/llama-batched-bench' -m '", model_path, "' -c ",
                                        max_streams * (pp + tg) + 64, " -b 512 -ub 512 -npp ", pp, " -ntg ", tg,
-                                       " -npl ", streams, " -t ", threads, " -tb ", threads, " 2>/dev/null");
+                                       " -npl ", streams, " -t ", threads, " -tb ", threads, cache, " 2>/dev/null");
   std::vector<std::pair<int, PeerStreams>> rows;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return rows;
@@ -317,7 +321,7 @@ std::string Ratio(double ours, double peer) {
 
 int StreamsMain(const std::string& streams, const std::string& shape, const std::string& types,
                 const std::string& tokenizer, const std::string& models_dir, const std::string& native, int pp,
-                int tg, int threads, int repeat) {
+                int tg, int threads, int repeat, KvType kv) {
   std::vector<int> counts;
   for (absl::string_view c : absl::StrSplit(streams, ',')) {
     int n = 0;
@@ -329,32 +333,38 @@ int StreamsMain(const std::string& streams, const std::string& shape, const std:
   }
   const bool have_peer = Exists(native + "/llama-batched-bench");
   kernels::ThreadPool pool(threads);
-  std::printf("worker_bench --streams: qwen3 %s, prompt %d, decode %d each, %d threads, best of %d, kernels %s\n",
+  std::printf("worker_bench --streams: qwen3 %s, prompt %d, decode %d each, %d threads, best of %d, kernels %s, "
+              "KV cache %s\n",
               shape == "2b" ? "28 layers x 2048 (2B)" : "12 layers x 768", pp, tg, threads, repeat,
-              kernels::Kernels().name);
+              kernels::Kernels().name, KvTypeName(kv));
   if (!have_peer) std::printf("peer: not available (--native DIR with llama-batched-bench)\n");
   const std::vector<int32_t> prompt = PeerBenchIds(pp);
   for (const std::string& type_name : std::vector<std::string>(absl::StrSplit(types, ','))) {
     BenchModel m = LoadBenchModel(type_name, shape, tokenizer, models_dir);
     if (!m.model) return 1;
     const ModelConfig& c = m.model->config();
-    const double kv_ours = static_cast<double>(KvPool::BytesPerToken(c));
-    const double kv_peer = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * 2;  // llama.cpp's F16 cache
-    std::printf("\n%s: KV bytes per token ours %.0f, llama.cpp %.0f (F16)\n\n", type_name.c_str(), kv_ours,
-                kv_peer);
+    if (absl::Status supported = KvPool::Supports(c, kv); !supported.ok()) {
+      std::fprintf(stderr, "worker_bench: %s\n", std::string(supported.message()).c_str());
+      return 2;
+    }
+    const double kv_ours = static_cast<double>(KvPool::BytesPerToken(c, kv));
+    // llama.cpp's cache: 2 bytes a value for F16, 34 per 32 for Q8_0.
+    const double kv_peer = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * (kv == KvType::kQ8_0 ? 34.0 / 32 : 2.0);
+    std::printf("\n%s: KV bytes per token ours %.0f, llama.cpp %.0f (%s)\n\n", type_name.c_str(), kv_ours,
+                kv_peer, KvTypeName(kv));
     std::printf("| streams | decode tok/s ours (per stream) | peer (per stream) | ratio | ours / our 1 stream "
                 "| TTFT p50 / p99 ours s | peer all prompts s |\n|---|---|---|---|---|---|---|\n");
-    RunOursStreams(*m.model, &pool, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), 1, 2);  // page in
+    RunOursStreams(*m.model, &pool, kv, std::vector<int32_t>(prompt.begin(), prompt.begin() + 16), 1, 2);  // page in
     std::map<int, StreamsResult> ours;
     std::map<int, PeerStreams> theirs;
     for (int r = 0; r < repeat; ++r) {
       for (int n : counts) {
-        StreamsResult got = RunOursStreams(*m.model, &pool, prompt, n, tg);
+        StreamsResult got = RunOursStreams(*m.model, &pool, kv, prompt, n, tg);
         if (got.aggregate > ours[n].aggregate) ours[n] = got;
       }
       if (have_peer) {
         for (auto& [n, row] : RunPeerStreams(native, m.path, pp, tg, streams, threads,
-                                             *std::max_element(counts.begin(), counts.end()))) {
+                                             *std::max_element(counts.begin(), counts.end()), kv)) {
           if (row.aggregate > theirs[n].aggregate) theirs[n] = row;
         }
       }
@@ -383,6 +393,7 @@ int Main(int argc, char** argv) {
   if (tokenizer.empty() && !peer.empty()) tokenizer = peer + "/tokenizers/qwen3";
   std::string streams, shape = "small", native;
   int stream_pp = 128, stream_tg = 32;
+  KvType kv = KvType::kF16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") { quick = true; continue; }
@@ -400,6 +411,7 @@ int Main(int argc, char** argv) {
     else if (a == "--native") native = v;
     else if (a == "--pp") ok = absl::SimpleAtoi(v, &stream_pp) && stream_pp >= 1;
     else if (a == "--tg") ok = absl::SimpleAtoi(v, &stream_tg) && stream_tg >= 1;
+    else if (a == "--kv-cache-type") ok = ParseKvType(v, &kv);
     else ok = false;
     if (!ok) { std::fprintf(stderr, "worker_bench: bad option %s %s\n", a.c_str(), v.c_str()); return 2; }
   }
@@ -407,7 +419,7 @@ int Main(int argc, char** argv) {
     std::error_code ignored;
     std::filesystem::create_directories(models_dir, ignored);
     return StreamsMain(streams, shape, repeat_set ? types : "q4_k_m", tokenizer, models_dir, native, stream_pp,
-                       stream_tg, threads, repeat_set ? repeat : 1);
+                       stream_tg, threads, repeat_set ? repeat : 1, kv);
   }
   const int pp = quick ? 128 : 512, tg = quick ? 32 : 128;
   if (quick && !repeat_set) repeat = 1;

@@ -438,11 +438,12 @@ void Engine::Sequence::Conclude(v1::FinishReason reason, bool hit_stop_string) {
   }
 }
 
-Engine::Engine(const ServingBundle& bundle, int capacity, int slots, int threads, size_t kv_bytes)
+Engine::Engine(const ServingBundle& bundle, int capacity, int slots, int threads, size_t kv_bytes,
+               model::KvType kv_type)
     : bundle_(bundle),
       capacity_(capacity),
       slots_(std::max(1, slots)),
-      pool_(bundle.model->config(), KvBlocks(bundle.model->config(), capacity, slots_, kv_bytes)),
+      pool_(bundle.model->config(), KvBlocks(bundle.model->config(), capacity, slots_, kv_bytes, kv_type), kv_type),
       thread_pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
       forward_(*bundle.model, ForwardOptions(thread_pool_.get())) {
   PublishKvStatus();
@@ -450,10 +451,11 @@ Engine::Engine(const ServingBundle& bundle, int capacity, int slots, int threads
 
 Engine::~Engine() = default;
 
-int Engine::KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes) {
+int Engine::KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes,
+                     model::KvType kv_type) {
   const int one_context = model::KvPool::BlocksFor(capacity) + 1;
   if (kv_bytes == 0) return slots * one_context;
-  const size_t blocks = kv_bytes / model::KvPool::BlockBytes(config);
+  const size_t blocks = kv_bytes / model::KvPool::BlockBytes(config, kv_type);
   return static_cast<int>(std::clamp<size_t>(blocks, one_context, std::numeric_limits<int>::max()));
 }
 
@@ -550,6 +552,7 @@ Engine::KvStatus Engine::kv_status() const {
   status.cached = kv_cached_.load(std::memory_order_relaxed);
   status.bytes = pool_.bytes();
   status.preemptions = preemptions();
+  status.type = pool_.type();
   return status;
 }
 

@@ -109,13 +109,16 @@ class Engine {
     int cached = 0;
     size_t bytes = 0;
     int64_t preemptions = 0;
+    model::KvType type = model::KvType::kF16;
   };
 
   // `slots` sequences at once, each holding up to `capacity` tokens, in a pool of
   // `kv_bytes` (0: room for every slot's whole context; never less than one context:
-  // a request that fits its capacity always fits the pool alone); `threads` for the
-  // forward pass of the whole engine.
-  Engine(const ServingBundle& bundle, int capacity, int slots = 1, int threads = 1, size_t kv_bytes = 0);
+  // a request that fits its capacity always fits the pool alone) keeping keys and
+  // values as `kv_type` (precondition: KvPool::Supports); `threads` for the forward
+  // pass of the whole engine.
+  Engine(const ServingBundle& bundle, int capacity, int slots = 1, int threads = 1, size_t kv_bytes = 0,
+         model::KvType kv_type = model::KvType::kF16);
   ~Engine();
 
   // Adds a request (WAITING); it joins the batch at the next Step(). `cancel` must stay
@@ -137,7 +140,8 @@ class Engine {
   // Sequences preempted so far.
   int64_t preemptions() const { return preemptions_.load(std::memory_order_relaxed); }
   // Blocks of the pool for these arguments (as the constructor sizes it).
-  static int KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes);
+  static int KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes,
+                      model::KvType kv_type = model::KvType::kF16);
 
  private:
   class Sequence;

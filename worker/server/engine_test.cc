@@ -417,23 +417,29 @@ TEST_F(EngineTest, BatchedRequestsProduceWhatEachProducesAlone) {
 // A pool that holds about one context for eight streams: the newest running sequence
 // is preempted when a decoding one finds no block, goes back to waiting, and resumes
 // from what stayed cached; every stream still gets what it gets alone, once.
+// The same with the pool kept as Q8_0: the same number of blocks in 34/64 of the bytes.
 TEST_F(EngineTest, AShortPoolPreemptsTheNewestAndEveryStreamGetsWhatItGetsAlone) {
   std::string padding;
   for (int i = 0; i < 40; ++i) padding += "w" + std::to_string(i) + " ";
   std::vector<v1::InferenceRequest> requests = StoryRequests(padding);
-  std::vector<Result> alone;
-  for (const auto& r : requests) {
-    Engine engine(sampled_->serving(), 256);
-    alone.push_back(Run(engine, r));
+  for (model::KvType type : {model::KvType::kF16, model::KvType::kQ8_0}) {
+    SCOPED_TRACE(model::KvTypeName(type));
+    std::vector<Result> alone;
+    for (const auto& r : requests) {
+      Engine engine(sampled_->serving(), 256, 1, 1, 0, type);
+      alone.push_back(Run(engine, r));
+    }
+    const size_t one_context = model::KvPool::BlockBytes(sampled_->serving().model->config(), type) *
+                               (model::KvPool::BlocksFor(256) + 1);
+    Engine batched(sampled_->serving(), 256, static_cast<int>(requests.size()), 2, one_context, type);
+    EXPECT_EQ(batched.kv_status().blocks, model::KvPool::BlocksFor(256) + 1);
+    EXPECT_EQ(batched.kv_status().bytes, one_context);
+    EXPECT_EQ(batched.kv_status().type, type);
+    std::vector<Result> together = RunTogether(batched, requests, 4);
+    ExpectSame(together, alone);
+    EXPECT_GT(batched.preemptions(), 0) << "prompt tokens " << alone[0].terminal.usage().prompt_tokens();
+    EXPECT_EQ(batched.kv_status().in_use, 0);
   }
-  const size_t one_context = model::KvPool::BlockBytes(sampled_->serving().model->config()) *
-                             (model::KvPool::BlocksFor(256) + 1);
-  Engine batched(sampled_->serving(), 256, static_cast<int>(requests.size()), 2, one_context);
-  EXPECT_EQ(batched.kv_status().blocks, model::KvPool::BlocksFor(256) + 1);
-  std::vector<Result> together = RunTogether(batched, requests, 4);
-  ExpectSame(together, alone);
-  EXPECT_GT(batched.preemptions(), 0) << "prompt tokens " << alone[0].terminal.usage().prompt_tokens();
-  EXPECT_EQ(batched.kv_status().in_use, 0);
 }
 
 // Requests of one principal running at once share the blocks of their common prefix

@@ -31,7 +31,7 @@ absl::StatusOr<std::string> TestBundleDirForTest(bool with_tool_protocol) {
     o.n_embd = 64;
     o.n_head = 4;
     o.n_head_kv = 2;
-    o.head_dim = 16;
+    o.head_dim = 32;  // a multiple of 32: the Q8_0 KV cache's tests run on it too
     o.n_ff = 128;
     o.context_length = 512;
     GANTRY_RETURN_IF_ERROR(testmodel::MakeTestModel(o, base + "/model.gguf").status());

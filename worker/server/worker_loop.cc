@@ -68,6 +68,7 @@ v1::KvCacheUse KvCacheUse(const Engine& engine) {
   use.set_blocks_cached(static_cast<uint32_t>(kv.cached));
   use.set_bytes(kv.bytes);
   use.set_preemptions(static_cast<uint64_t>(kv.preemptions));
+  use.set_type(model::KvTypeName(kv.type));
   return use;
 }
 
@@ -100,7 +101,7 @@ void WorkerLoop::Run() {
   // The scheduler: one thread owns the Engine (every slot's KV cache, one forward pass
   // per step for all requests in flight) and a PUSH socket. Requests join between steps.
   m.engine = std::make_unique<Engine>(bundle_, options_.capacity_per_slot, options_.slots, options_.threads,
-                                      options_.kv_bytes);
+                                      options_.kv_bytes, options_.kv_type);
   m.scheduler = std::thread([this, &m] {
     zmq::socket_t push(m.context, zmq::socket_type::push);
     push.set(zmq::sockopt::linger, 1000);

@@ -37,6 +37,7 @@ struct WorkerOptions {
   int slots = 1;
   int capacity_per_slot = 0;     // tokens one sequence may hold (must be > 0)
   size_t kv_bytes = 0;           // the KV pool; 0: every slot's whole capacity
+  model::KvType kv_type = model::KvType::kF16;  // how the pool keeps keys and values
   int threads = 1;               // forward-pass threads of the whole worker
   int heartbeat_interval_ms = 1000;
   int liveness = 3;

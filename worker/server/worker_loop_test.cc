@@ -126,7 +126,9 @@ TEST_F(WorkerLoopTest, ReadyRequestPartialsFinal) {
   EXPECT_EQ(ready.kv_cache().block_tokens(), 32u);
   EXPECT_EQ(ready.kv_cache().blocks(), 512u / 32 + 1);
   EXPECT_EQ(ready.kv_cache().blocks_in_use(), 0u);
-  EXPECT_GT(ready.kv_cache().bytes(), 0u);
+  EXPECT_EQ(ready.kv_cache().bytes(), ready.kv_cache().blocks() * model::KvPool::BlockBytes(
+                                          loaded_->serving().model->config(), model::KvType::kF16));
+  EXPECT_EQ(ready.kv_cache().type(), "f16");
   Send(MakeRequest("req_a", "hello"));
   v1::Terminal terminal;
   EXPECT_EQ(Collect("req_a", &terminal), "Short answer.");

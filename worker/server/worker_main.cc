@@ -1,13 +1,15 @@
 // gantry-worker: serves one pinned bundle to a router over GNTW/1.
 //   gantry-worker --bundle DIR --router tcp://HOST:PORT [--slots N] [--threads T]
-//                 [--capacity TOKENS] [--kv-memory SIZE]
+//                 [--capacity TOKENS] [--kv-memory SIZE] [--kv-cache-type f16|q8_0]
 //                 [--script FILE] [--worker-id ID]
 //                 [--curve-key FILE --router-key FILE]
 // Refuses to start when any pinned hash of the bundle does not match (exit 1, naming
 // the file and both hashes). --slots N: requests served at once, in one batch, each
 // holding up to --capacity tokens (the bundle's context by default); --kv-memory SIZE
 // (bytes, or with K, M or G: KiB, MiB, GiB): the KV cache pool all slots share, at
-// least one --capacity (default: every slot's whole capacity); --threads T: threads
+// least one --capacity (default: every slot's whole capacity); --kv-cache-type: how
+// it keeps keys and values, f16 (the default) or q8_0 (about half the bytes, for a
+// head dimension that is a multiple of 32; worker/model/kv_cache.h); --threads T: threads
 // of the worker's forward pass (the machine's cores by default). --script
 // selects the scripted sampler, a test double.
 // --curve-key (this worker's secret key, mode 0600) and --router-key (the router's
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") ok = (threads_set = true) && absl::SimpleAtoi(v, &options.threads) && options.threads > 0 && options.threads <= 256;
     else if (a == "--capacity") ok = absl::SimpleAtoi(v, &options.capacity_per_slot) && options.capacity_per_slot > 0;
     else if (a == "--kv-memory") ok = ParseSize(v, &options.kv_bytes);
+    else if (a == "--kv-cache-type") ok = gantry::model::ParseKvType(v, &options.kv_type);
     else if (a == "--drain-seconds") {
       int seconds = 0;
       ok = absl::SimpleAtoi(v, &seconds) && seconds >= 0 && seconds <= 3600;
@@ -83,7 +86,8 @@ int main(int argc, char** argv) {
   }
   if (bundle_dir.empty() || options.router_endpoint.empty()) {
     std::fprintf(stderr, "usage: gantry-worker --bundle DIR --router ENDPOINT [--slots N] "
-                         "[--threads T] [--capacity TOKENS] [--kv-memory SIZE] [--script FILE] [--worker-id ID]\n"
+                         "[--threads T] [--capacity TOKENS] [--kv-memory SIZE] [--kv-cache-type f16|q8_0]\n"
+                         "       [--script FILE] [--worker-id ID]\n"
                          "       [--drain-seconds S (30: on SIGTERM, how long answers in flight may take)]\n"
                          "       [--curve-key FILE --router-key FILE]\n");
     return 2;
@@ -116,8 +120,14 @@ int main(int argc, char** argv) {
   options.capacity_per_slot =
       options.capacity_per_slot > 0 ? std::min(options.capacity_per_slot, context) : context;
   const auto& config = (*loaded)->serving().model->config();
-  const int blocks = gantry::server::Engine::KvBlocks(config, options.capacity_per_slot, options.slots, options.kv_bytes);
-  const size_t pool_bytes = static_cast<size_t>(blocks) * gantry::model::KvPool::BlockBytes(config);
+  if (absl::Status kv = gantry::model::KvPool::Supports(config, options.kv_type); !kv.ok()) {
+    std::fprintf(stderr, "gantry-worker: --kv-cache-type %s: %s\n", gantry::model::KvTypeName(options.kv_type),
+                 std::string(kv.message()).c_str());
+    return 2;
+  }
+  const int blocks = gantry::server::Engine::KvBlocks(config, options.capacity_per_slot, options.slots,
+                                                      options.kv_bytes, options.kv_type);
+  const size_t pool_bytes = static_cast<size_t>(blocks) * gantry::model::KvPool::BlockBytes(config, options.kv_type);
   if (options.kv_bytes > 0 && options.kv_bytes < pool_bytes) {
     std::fprintf(stderr,
                  "gantry-worker: --kv-memory %zu bytes holds less than one sequence of %d tokens; give at least "
@@ -129,6 +139,7 @@ int main(int argc, char** argv) {
               {{"blocks", std::to_string(blocks)},
                {"block_tokens", std::to_string(gantry::model::KvPool::kBlockTokens)},
                {"bytes", std::to_string(pool_bytes)},
+               {"type", gantry::model::KvTypeName(options.kv_type)},
                {"tokens", std::to_string(int64_t{blocks} * gantry::model::KvPool::kBlockTokens)}});
   gantry::Log(gantry::LogLevel::kInfo, "worker.bundle.verified",
               {{"model", identity.model()}, {"identity_sha256", identity.identity_sha256()},
