@@ -162,6 +162,8 @@ void FakeWorkerForTest::Run() {
   ready.mutable_kv_cache()->set_block_tokens(32);
   ready.mutable_kv_cache()->set_blocks(128);
   ready.mutable_kv_cache()->set_blocks_in_use(32);
+  ready.mutable_kv_cache()->set_bytes(uint64_t{128} << 20);
+  ready.mutable_kv_cache()->set_type(options_.kv_type);
   if (options_.send_ready) send(ready);
   int64_t next_heartbeat = NowMs() + options_.heartbeat_interval_ms;
 

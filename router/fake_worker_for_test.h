@@ -65,6 +65,8 @@ struct FakeWorkerOptions {
   // Played for every REQUEST. Default: "Hello" ", world" then FINISH_STOP.
   std::vector<FakeStep> script;
   uint32_t prompt_tokens = 10;  // reported in Terminal.usage
+  // READY's KvCacheUse.type (a pool of 128 blocks of 1 MiB, a quarter in use).
+  std::string kv_type = "f16";
   // How long the FINAL answering a CANCEL waits (the request stays active and listed in
   // HEARTBEATs meanwhile, as a worker finishing its decode step or prefill chunk);
   // negative: the CANCEL is never answered.

@@ -54,6 +54,12 @@ void AppendWorkerKvMetrics(const std::vector<broker::WorkerKv>& workers, std::st
                       "\"} ", m.value(w), "\n");
     }
   }
+  absl::StrAppend(out, "# HELP gantry_worker_kv_cache_bytes Bytes of the worker's KV cache pool, by how it keeps ",
+                  "keys and values (f16, q8_0).\n# TYPE gantry_worker_kv_cache_bytes gauge\n");
+  for (const broker::WorkerKv& w : workers) {
+    absl::StrAppend(out, "gantry_worker_kv_cache_bytes{model=\"", LabelValue(w.model), "\",worker_id=\"",
+                    LabelValue(w.worker_id), "\",type=\"", LabelValue(w.type), "\"} ", w.bytes, "\n");
+  }
 }
 
 }  // namespace

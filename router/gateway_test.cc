@@ -776,6 +776,9 @@ TEST_F(GatewayTest, NoWorkerAndOtherRoutes) {
       << metrics->body;
   EXPECT_TRUE(absl::StrContains(metrics->body,
                                 "gantry_worker_kv_cache_blocks{model=\"test-model\",worker_id=\"host/1/test\"} 128"));
+  EXPECT_TRUE(absl::StrContains(
+      metrics->body,
+      "gantry_worker_kv_cache_bytes{model=\"test-model\",worker_id=\"host/1/test\",type=\"f16\"} 134217728"));
   // The refusal above, by its code; no request reached a worker yet in this test.
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_errors_total{code=\"no_worker\"} 1"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "gantry_router_request_duration_seconds_count 0"));

@@ -191,6 +191,8 @@ struct WorkerKv {
   uint32_t blocks_in_use = 0;
   uint32_t blocks_cached = 0;
   uint64_t preemptions = 0;
+  uint64_t bytes = 0;
+  std::string type;  // "f16", "q8_0", or "unknown" (anything else a worker said)
 };
 
 class Broker {

@@ -547,5 +547,23 @@ TEST(Broker, AnOversizedFrameIsDroppedBeforeItIsBuffered) {
   ExpectServedBy(*broker, worker, 0);
 }
 
+// A worker's KV cache type is one of the names a worker says, else "unknown": what a
+// worker sends is never echoed into /metrics.
+TEST(Broker, AWorkersKvCacheTypeIsKnownOrUnknown) {
+  auto broker = StartBroker();
+  FakeWorkerOptions q8 = WorkerOptions(*broker, "host/1/q8");
+  q8.kv_type = "q8_0";
+  FakeWorkerOptions odd = WorkerOptions(*broker, "host/2/odd");
+  odd.kv_type = std::string(4096, 'x') + "\"} 1\nfake_metric 1";
+  FakeWorkerForTest a(q8), b(odd);
+  ASSERT_TRUE(WaitLive(*broker, 2));
+  const std::vector<WorkerKv> kv = broker->WorkerKvUse();
+  ASSERT_EQ(kv.size(), 2u);
+  EXPECT_EQ(kv[0].worker_id, "host/1/q8");
+  EXPECT_EQ(kv[0].type, "q8_0");
+  EXPECT_EQ(kv[0].bytes, uint64_t{128} << 20);
+  EXPECT_EQ(kv[1].type, "unknown");
+}
+
 }  // namespace
 }  // namespace gantry::broker

@@ -18,6 +18,13 @@ using internal::Printable;
 
 namespace {
 
+// A worker's KV report as the router keeps and shows it: the cache type one of the
+// worker's names, else "unknown" (a worker's bytes are never echoed into /metrics).
+v1::KvCacheUse KnownKv(v1::KvCacheUse kv) {
+  if (kv.type() != "f16" && kv.type() != "q8_0") kv.set_type("unknown");
+  return kv;
+}
+
 constexpr int64_t kRefusalLogIntervalUs = 10'000'000;
 constexpr size_t kMaxRefusalLogKeys = 1024;
 
@@ -158,7 +165,7 @@ void Broker::Impl::Register(const std::string& identity, const v1::Ready& ready,
   worker.user_id = user_id;
   worker.bundle = ready.bundle();
   worker.slots = ready.slots();
-  worker.kv = ready.kv_cache();
+  worker.kv = KnownKv(ready.kv_cache());
   worker.credit = ready.free_slots();
   worker.last_seen_us = options_.clock->MonotonicMicros();
   workers_[identity] = std::move(worker);
@@ -174,7 +181,7 @@ void Broker::Impl::Register(const std::string& identity, const v1::Ready& ready,
 
 void Broker::Impl::OnHeartbeat(Worker& worker, const v1::Heartbeat& heartbeat) {
   const std::string identity = worker.identity;
-  if (heartbeat.has_kv_cache()) worker.kv = heartbeat.kv_cache();
+  if (heartbeat.has_kv_cache()) worker.kv = KnownKv(heartbeat.kv_cache());
   std::set<std::string> active(heartbeat.active_request_ids().begin(),
                                heartbeat.active_request_ids().end());
   // The worker works on something we do not know (any more): cancel it.
@@ -286,7 +293,8 @@ std::vector<WorkerKv> Broker::Impl::WorkerKvUse() const {
   std::vector<WorkerKv> out;
   for (const auto& [identity, worker] : workers_) {
     out.push_back({worker.bundle.model(), worker.worker_id, worker.kv.block_tokens(), worker.kv.blocks(),
-                   worker.kv.blocks_in_use(), worker.kv.blocks_cached(), worker.kv.preemptions()});
+                   worker.kv.blocks_in_use(), worker.kv.blocks_cached(), worker.kv.preemptions(), worker.kv.bytes(),
+                   worker.kv.type()});
   }
   std::sort(out.begin(), out.end(), [](const WorkerKv& a, const WorkerKv& b) { return a.worker_id < b.worker_id; });
   return out;

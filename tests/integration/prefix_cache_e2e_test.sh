@@ -6,14 +6,15 @@
 # Checks: a conversation's second turn reuses its first turn's prefix (the router sends
 # it to the worker that served the first: gantry_router_dispatched_by_prefix_total); the
 # same conversation from another principal reuses nothing; /metrics shows each
-# worker's KV pool.
+# worker's KV pool (worker one's F16, two's Q8_0: --kv-cache-type); a cache type the
+# worker does not know is refused at start.
 set -u
 source tests/lib/shtest.sh
 g=cli/gantry
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 source tests/lib/stack.sh
 
-make_test_bundle "$tmp/bundle" 2048 64 || { bad setup "make-test-model / bundle pack"; finish; }
+make_test_bundle "$tmp/bundle" 2048 64 32 || { bad setup "make-test-model / bundle pack"; finish; }
 cat >"$tmp/script.yaml" <<'YAML'
 - match: ""
   emit: "Looked at it; the parser drops the last token."
@@ -40,14 +41,17 @@ new_worker_ipc workers || { bad setup "no private ipc directory"; finish; }
 router/gantry-router --listen "127.0.0.1:$http" --workers "$workers" \
   --policy "$tmp/policy.yaml" --models "$tmp/models.json" >"$tmp/router.log" 2>&1 &
 pids+=($!)
+# Worker one keeps its cache as F16 (the default), two as Q8_0.
 for w in one two; do
+  kv=f16
+  [ "$w" = two ] && kv=q8_0
   worker/server/gantry-worker --bundle "$tmp/bundle" --router "$workers" --slots 4 --threads 1 \
-    --worker-id "host/$w" --script "$tmp/script.yaml" >"$tmp/worker-$w.log" 2>&1 &
+    --kv-cache-type "$kv" --worker-id "host/$w" --script "$tmp/script.yaml" >"$tmp/worker-$w.log" 2>&1 &
   pids+=($!)
 done
 live() { curl -fs "http://127.0.0.1:$http/metrics" | grep -q '^gantry_router_live_workers 2$'; }
 for _ in $(seq 1 150); do live && break; sleep 0.1; done
-live && ok two-workers-live || { bad two-workers-live "$(tail -5 "$tmp/router.log" "$tmp"/worker-*.log)"; finish; }
+live && ok two-workers-live || { bad two-workers-live "$(tail -n 5 "$tmp/router.log" "$tmp"/worker-*.log)"; finish; }
 
 # turn KEY TASK N: the conversation's turn N (1 or 2); prints cached_tokens and prompt_tokens.
 turn() {
@@ -89,4 +93,16 @@ for w in one two; do
     printf '%s\n' "$metrics" | grep -q "^gantry_worker_kv_cache_blocks{model=\"gantry-demo\",worker_id=\"host/$w\"} 260$" &&
     ok "kv-metrics-$w" || bad "kv-metrics-$w" "$(printf '%s\n' "$metrics" | grep gantry_worker_kv)"
 done
+# The same blocks in 34/64 of the bytes.
+f16_bytes=$(printf '%s\n' "$metrics" | sed -n 's/^gantry_worker_kv_cache_bytes{model="gantry-demo",worker_id="host\/one",type="f16"} //p')
+q8_bytes=$(printf '%s\n' "$metrics" | sed -n 's/^gantry_worker_kv_cache_bytes{model="gantry-demo",worker_id="host\/two",type="q8_0"} //p')
+[ -n "$f16_bytes" ] && [ -n "$q8_bytes" ] && [ $((q8_bytes * 64)) -eq $((f16_bytes * 34)) ] &&
+  ok kv-cache-types || bad kv-cache-types "f16 ${f16_bytes:-none}, q8_0 ${q8_bytes:-none}"
+# A cache type the model cannot keep is refused at start, with the reason.
+if worker/server/gantry-worker --bundle "$tmp/bundle" --router "$workers" --kv-cache-type q4_0 >"$tmp/bad.log" 2>&1; then
+  bad unknown-kv-cache-type-refused "started"
+else
+  grep -q "bad option --kv-cache-type q4_0" "$tmp/bad.log" && ok unknown-kv-cache-type-refused ||
+    bad unknown-kv-cache-type-refused "$(cat "$tmp/bad.log")"
+fi
 finish

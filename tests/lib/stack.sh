@@ -5,7 +5,7 @@
 #                                  only this user can open (mode 0700; removed on exit):
 #                                  where a router without CURVE accepts plain workers
 #                                  (docs/router.md, "Worker identity")
-#   make_test_bundle DIR CONTEXT MAX_OUTPUT
+#   make_test_bundle DIR CONTEXT MAX_OUTPUT [HEAD_DIM]
 #                                  a 1-layer qwen3 make-test-model with the demo Qwen3
 #                                  tokenizer and template, packed as model "gantry-demo"
 #                                  with the hermes_json tool protocol into DIR
@@ -31,12 +31,12 @@ key_sha256() { printf %s "$1" | sha256sum | cut -c1-64; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 make_test_bundle() {
-  local dir=$1 context=$2 max_output=$3 tok="$tmp/tok"
+  local dir=$1 context=$2 max_output=$3 head_dim=${4:-16} tok="$tmp/tok"
   mkdir -p "$tok"
   xz -dc deploy/demo/qwen3-tokenizer/tokenizer.json.xz >"$tok/tokenizer.json"
   cp deploy/demo/qwen3-tokenizer/tokenizer_config.json "$tok/"
   "$g" bundle make-test-model --tokenizer "$tok" --arch qwen3 --n-layer 1 --n-embd 64 --n-head 4 \
-    --n-head-kv 2 --n-ff 128 --ctx "$context" -o "$tmp/m.gguf" >/dev/null || return 1
+    --n-head-kv 2 --head-dim "$head_dim" --n-ff 128 --ctx "$context" -o "$tmp/m.gguf" >/dev/null || return 1
   "$g" bundle pack --gguf "$tmp/m.gguf" --model gantry-demo --tokenizer-dir "$tok" \
     --tool-protocol hermes_json --context "$context" --max-output "$max_output" -o "$dir" >/dev/null
 }
