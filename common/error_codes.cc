@@ -14,6 +14,8 @@ constexpr ErrorReason kReasons[] = {
     {"invalid_json", C::kInvalidArgument, 400, false, "the body is not valid JSON"},
     {"invalid_request", C::kInvalidArgument, 400, false,
      "a field is missing, of the wrong type, or out of its domain"},
+    {"unsupported_parameter", C::kInvalidArgument, 400, false,
+     "a request field, or a value of it, that Gantry does not implement: refused, never ignored"},
     {"body_too_large", C::kInvalidArgument, 413, false, "the body exceeds the size limit"},
     {"unauthenticated", C::kUnauthenticated, 401, false, "no key, or an unknown key"},
     {"policy_denied", C::kPermissionDenied, 403, false,

@@ -13,6 +13,7 @@ namespace {
 // carries v1::Status.reason), only of in-process statuses.
 constexpr absl::string_view kReasonPayload = "gantry.dev/reason";
 constexpr absl::string_view kRetryAfterPayload = "gantry.dev/retry_after_ms";
+constexpr absl::string_view kParamPayload = "gantry.dev/param";
 
 struct CodeNameEntry {
   absl::StatusCode code;
@@ -65,6 +66,16 @@ uint32_t RetryAfterMs(const absl::Status& status) {
   uint32_t ms = 0;
   if (payload && absl::SimpleAtoi(std::string(*payload), &ms)) return ms;
   return 0;
+}
+
+absl::Status WithParam(absl::Status status, absl::string_view param) {
+  if (!status.ok() && !param.empty()) status.SetPayload(kParamPayload, absl::Cord(param));
+  return status;
+}
+
+std::string ParamOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kParamPayload);
+  return payload ? std::string(*payload) : std::string();
 }
 
 std::string CodeName(absl::StatusCode code) {

@@ -37,6 +37,13 @@ absl::Status WithRetryAfter(absl::Status status, uint32_t retry_after_ms);
 // The hint attached by WithRetryAfter(), or 0.
 uint32_t RetryAfterMs(const absl::Status& status);
 
+// Returns `status` naming the request field it is about (a JSON path such as
+// "messages[2].content" or "logprobs"): the gateway sends it as the OpenAI error's
+// `param`.
+absl::Status WithParam(absl::Status status, absl::string_view param);
+// The field attached by WithParam(), or "".
+std::string ParamOf(const absl::Status& status);
+
 // Canonical name of a code: "INVALID_ARGUMENT". Never empty.
 std::string CodeName(absl::StatusCode code);
 

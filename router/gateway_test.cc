@@ -301,7 +301,8 @@ TEST_F(GatewayTest, ResponsesNonStreamedTakesTheSamePipeline) {
   // Errors are the same OpenAI-style bodies.
   r = PostResponses(R"({"model":"test-model","input":"x","previous_response_id":"resp_1"})");
   EXPECT_EQ(r.status, 400);
-  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"invalid_request")"));
+  EXPECT_TRUE(absl::StrContains(r.body, R"("code":"unsupported_parameter")")) << r.body;
+  EXPECT_TRUE(absl::StrContains(r.body, R"("param":"previous_response_id")")) << r.body;
   r = PostResponses(R"({"model":"plain-model","input":"x","tools":[{"type":"function","name":"f"}]})");
   EXPECT_EQ(r.status, 400);
   EXPECT_TRUE(absl::StrContains(r.body, R"("code":"tool_protocol_undeclared")"));
@@ -437,10 +438,15 @@ TEST_F(GatewayTest, ClampAddsHeadersAndClampedValueIsDispatched) {
 
 // A client that types a control token gets it counted (and run) as text; only a
 // principal the policy trusts with special_tokens_in_content gets the control token.
-// A client cannot ask for it itself: the router sets the field from the policy.
+// A client cannot ask for it itself: the field is not one of the API's (400
+// unsupported_parameter), and the router sets the internal one from the policy.
 TEST_F(GatewayTest, SpecialTokenTextInContentIsTextUnlessThePolicySaysOtherwise) {
   const std::string typed = "<|im_start|>system";
-  ASSERT_EQ(Post(Chat("test-model", R"(,"special_tokens_in_content":true)", typed)).status, 200);
+  const auto asked = Post(Chat("test-model", R"(,"special_tokens_in_content":true)", typed));
+  EXPECT_EQ(asked.status, 400);
+  EXPECT_TRUE(absl::StrContains(asked.body, R"("param":"special_tokens_in_content")")) << asked.body;
+  EXPECT_TRUE(absl::StrContains(asked.body, R"("code":"unsupported_parameter")")) << asked.body;
+  ASSERT_EQ(Post(Chat("test-model", "", typed)).status, 200);
   ASSERT_EQ(Post(Chat("test-model", "", typed), "k-render").status, 200);
   ASSERT_EQ(Post(Chat("test-model", "", "system")).status, 200);
   auto requests = worker_->requests();

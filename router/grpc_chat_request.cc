@@ -3,8 +3,11 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "common/json.h"
 #include "common/utf8.h"
 #include "router/openai/request_fields.h"
@@ -27,7 +30,7 @@ absl::Status CheckJson(std::string* text, const std::string& path, bool object) 
   return absl::OkStatus();
 }
 
-absl::Status CheckRange(bool has, float value, double lo, double hi, const char* path) {
+absl::Status CheckRange(bool has, float value, double lo, double hi, absl::string_view path) {
   if (!has) return absl::OkStatus();
   if (!(value >= lo && value <= hi)) {  // NaN fails both comparisons
     return Invalid(path, absl::StrCat("must be in [", lo, ", ", hi, "]"));
@@ -70,9 +73,37 @@ absl::Status CheckMessage(v1::ChatMessage* m, const std::string& path) {
   return absl::OkStatus();
 }
 
+// The first field of `m` (or of a message inside it) that protobuf did not know, as
+// "PATH.#NUMBER"; "" when there is none. A field from a later gantry.v1 is refused,
+// never dropped unread.
+std::string UnknownField(const google::protobuf::Message& m, const std::string& path) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  const google::protobuf::UnknownFieldSet& unknown = r->GetUnknownFields(m);
+  if (!unknown.empty()) return absl::StrCat(path, ".#", unknown.field(0).number());
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    const std::string at = absl::StrCat(path, ".", f->name());
+    if (!f->is_repeated()) {
+      if (std::string u = UnknownField(r->GetMessage(m, f), at); !u.empty()) return u;
+      continue;
+    }
+    for (int i = 0; i < r->FieldSize(m, f); ++i) {
+      if (std::string u = UnknownField(r->GetRepeatedMessage(m, f, i), absl::StrCat(at, "[", i, "]")); !u.empty()) {
+        return u;
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
+  if (std::string unknown = UnknownField(chat, ""); !unknown.empty()) {
+    return openai::Unsupported(unknown.substr(1), "a field this router does not know (a later gantry.v1?)");
+  }
   if (!chat.has_request()) return Invalid("request", "required");
   GrpcChat out;
   out.include_usage = chat.include_usage();
@@ -85,6 +116,9 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
   req.clear_router_prompt_tokens();
   if (req.model().empty() || !IsValidUtf8(req.model())) {
     return Invalid("request.model", "required");
+  }
+  if (req.prompt_cache_key().size() > 256 || !IsValidUtf8(req.prompt_cache_key())) {
+    return Invalid("request.prompt_cache_key", "at most 256 bytes of UTF-8");
   }
   if (req.messages_size() == 0) return Invalid("request.messages", "at least one message");
   for (int i = 0; i < req.messages_size(); ++i) {
@@ -126,7 +160,16 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
         CheckRange(p.has_top_p(), p.top_p(), 0, 1, "request.sampling.top_p"),
         CheckRange(p.has_min_p(), p.min_p(), 0, 1, "request.sampling.min_p"),
         CheckRange(p.has_repetition_penalty(), p.repetition_penalty(), 0.01, 10,
-                   "request.sampling.repetition_penalty")}) {
+                   "request.sampling.repetition_penalty"),
+        CheckRange(p.has_presence_penalty(), p.presence_penalty(), -2, 2, "request.sampling.presence_penalty"),
+        CheckRange(p.has_frequency_penalty(), p.frequency_penalty(), -2, 2, "request.sampling.frequency_penalty")}) {
+    if (!s.ok()) return s;
+  }
+  if (p.logit_bias_size() > static_cast<int>(openai::kMaxLogitBias)) {
+    return Invalid("request.sampling.logit_bias", absl::StrCat("at most ", openai::kMaxLogitBias, " token ids"));
+  }
+  for (const auto& [id, bias] : p.logit_bias()) {
+    auto s = CheckRange(true, bias, -100, 100, absl::StrCat("request.sampling.logit_bias[", id, "]"));
     if (!s.ok()) return s;
   }
   if (p.has_top_k() && p.top_k() > (1u << 20)) {

@@ -15,15 +15,21 @@
 //   tool_choice        an unknown value is AUTO (proto3 enums are open); REQUIRED and
 //                      NAMED need tools; NAMED names one of them
 //   sampling           temperature [0, 2], top_p [0, 1], top_k <= 2^20, min_p [0, 1],
-//                      repetition_penalty [0.01, 10]; NaN is out of range
+//                      repetition_penalty [0.01, 10], presence_penalty and
+//                      frequency_penalty [-2, 2], logit_bias at most 1,024 ids, each
+//                      [-100, 100]; NaN is out of range
 //   reasoning_effort   "", low, medium, high
 //   template_kwargs    each value JSON text
 //   request_id, principal, priority, deadline_unix_ms, router_prompt_tokens
 //                      cleared: the router sets them (id, key, policy)
 //   max_tokens         0 means "not set" (the model's default output cap applies)
+//   prompt_cache_key   at most 256 bytes (the broker's affinity key)
+//   unknown fields     a field protobuf kept as unknown, at any depth (a later
+//                      gantry.v1's), is refused with unsupported_parameter: never
+//                      dropped unread
 //
 // Errors: INVALID_ARGUMENT invalid_request naming the field ("request.messages[2].role:
-// ..."), unknown_tool_call_id.
+// ..."), unsupported_parameter, unknown_tool_call_id.
 //
 // Thread-safety: a pure function.
 #ifndef GANTRY_ROUTER_GRPC_CHAT_REQUEST_H_

@@ -301,6 +301,20 @@ TEST_F(GrpcGatewayTest, RefusalsBeforeAdmissionAreStatusesWithTheReason) {
   r = Chat(bad);
   EXPECT_EQ(r.error_code, "unknown_tool_call_id");
 
+  // A field this gantry.v1 does not know (a later client's), at any depth, is refused
+  // unread, never dropped.
+  for (int where = 0; where < 2; ++where) {
+    bad = Request();
+    google::protobuf::Message* at = where == 0 ? static_cast<google::protobuf::Message*>(&bad)
+                                               : bad.mutable_request()->mutable_sampling();
+    at->GetReflection()->MutableUnknownFields(at)->AddVarint(999, 1);
+    r = Chat(bad);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(r.error_code, "unsupported_parameter");
+    EXPECT_TRUE(absl::StrContains(r.status.error_message(), where == 0 ? "#999" : "request.sampling.#999"))
+        << r.status.error_message();
+  }
+
   // A refusal after the policy: the reason's code, here with a retry hint.
   grpc::ClientContext ctx;
   Authorize(&ctx, "k-dev");

@@ -47,8 +47,8 @@ using internal::Printable;
 
 namespace {
 
-// A conversation: its model, principal and first two messages (SHA-256, so that the
-// key's size does not grow with the prompt).
+// A conversation: its model, principal, and the client's prompt_cache_key or else its
+// first two messages (SHA-256, so that the key's size does not grow with the prompt).
 std::string ConversationKey(const v1::InferenceRequest& request) {
   Sha256 h;
   auto add = [&h](const std::string& part) {  // length-prefixed: no two lists hash alike
@@ -58,6 +58,12 @@ std::string ConversationKey(const v1::InferenceRequest& request) {
   };
   add(request.model());
   add(request.principal());
+  if (!request.prompt_cache_key().empty()) {
+    add("prompt_cache_key");
+    add(request.prompt_cache_key());
+    return h.HexDigest();
+  }
+  add("messages");
   for (int i = 0; i < std::min(2, request.messages_size()); ++i) {
     add(request.messages(i).role());
     add(request.messages(i).content());

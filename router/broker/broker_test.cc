@@ -179,19 +179,25 @@ TEST(Broker, TwoWorkersOneKilledTheOtherKeepsServing) {
   }
 }
 
+// Worker a: 3 slots, answers "from a" after 600 ms; worker b: 1 slot, "from b" at once.
+// Least-loaded dispatch sends a first request to a; with two of a's slots busy, to b.
+std::pair<std::unique_ptr<FakeWorkerForTest>, std::unique_ptr<FakeWorkerForTest>> StartSlowAndFastWorkers(
+    const Broker& broker) {
+  FakeWorkerOptions a = WorkerOptions(broker, "host/1/a");
+  a.slots = 3;
+  a.script = {FakeStep::Sleep(600), FakeStep::Text("from a"), FakeStep::Finish(v1::FINISH_STOP)};
+  FakeWorkerOptions b = WorkerOptions(broker, "host/2/b");
+  b.slots = 1;
+  b.script = {FakeStep::Text("from b"), FakeStep::Finish(v1::FINISH_STOP)};
+  return {std::make_unique<FakeWorkerForTest>(a), std::make_unique<FakeWorkerForTest>(b)};
+}
+
 // A conversation's next turn goes to the worker that served its last one (which holds
 // its prefix), though least-loaded dispatch would pick the other; another
 // conversation, or another principal's, goes least-loaded.
 TEST(Broker, AConversationsNextTurnGoesToTheWorkerThatServedItsLast) {
   auto broker = StartBroker();
-  FakeWorkerOptions a = WorkerOptions(*broker, "host/1/a");
-  a.slots = 3;
-  a.script = {FakeStep::Sleep(600), FakeStep::Text("from a"), FakeStep::Finish(v1::FINISH_STOP)};
-  FakeWorkerOptions b = WorkerOptions(*broker, "host/2/b");
-  b.slots = 1;
-  b.script = {FakeStep::Text("from b"), FakeStep::Finish(v1::FINISH_STOP)};
-  FakeWorkerForTest worker_a(a);
-  FakeWorkerForTest worker_b(b);
+  auto [worker_a, worker_b] = StartSlowAndFastWorkers(*broker);
   ASSERT_TRUE(WaitLive(*broker, 2));
   auto turn = [](const std::string& principal, const std::string& task, int turns) {
     v1::InferenceRequest r = Request();
@@ -237,6 +243,46 @@ TEST(Broker, AConversationsNextTurnGoesToTheWorkerThatServedItsLast) {
   ASSERT_TRUE(broker->Submit(turn("mallory", "fix the bug", 2), mallory).ok());
   ASSERT_TRUE(mallory->WaitTerminal(5000));
   EXPECT_EQ(mallory->Text(), "from b");
+  for (auto& sink : busy) ASSERT_TRUE(sink->WaitTerminal(5000));
+}
+
+// With a prompt_cache_key, the key is the conversation: a request with the key's
+// earlier messages changed still goes to the worker that served the key last; the same
+// key from another principal is another conversation.
+TEST(Broker, APromptCacheKeyGoesToTheWorkerThatServedItLast) {
+  auto broker = StartBroker();
+  auto [worker_a, worker_b] = StartSlowAndFastWorkers(*broker);
+  ASSERT_TRUE(WaitLive(*broker, 2));
+  auto keyed = [](const std::string& principal, const std::string& key, const std::string& text) {
+    v1::InferenceRequest r = Request();
+    r.set_principal(principal);
+    r.set_prompt_cache_key(key);
+    r.mutable_messages(0)->set_content(text);
+    return r;
+  };
+  auto first = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(keyed("alice", "ses_1", "first"), first).ok());  // a: most credit
+  ASSERT_TRUE(first->WaitTerminal(5000));
+  EXPECT_EQ(first->Text(), "from a");
+  std::vector<std::shared_ptr<RecordingSink>> busy;
+  for (const char* key : {"ses_2", "ses_3"}) {
+    busy.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(broker->Submit(keyed("alice", key, "other"), busy.back()).ok());
+  }
+  auto again = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(keyed("alice", "ses_1", "the summary replaced the history"), again).ok());
+  ASSERT_TRUE(again->WaitTerminal(5000));
+  EXPECT_EQ(again->Text(), "from a");
+  for (auto& sink : busy) ASSERT_TRUE(sink->WaitTerminal(5000));
+  busy.clear();
+  for (const char* key : {"ses_4", "ses_5"}) {
+    busy.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(broker->Submit(keyed("carol", key, "other"), busy.back()).ok());
+  }
+  auto other = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(broker->Submit(keyed("mallory", "ses_1", "first"), other).ok());
+  ASSERT_TRUE(other->WaitTerminal(5000));
+  EXPECT_EQ(other->Text(), "from b");
   for (auto& sink : busy) ASSERT_TRUE(sink->WaitTerminal(5000));
 }
 

@@ -46,7 +46,8 @@ std::string ErrorJson(const absl::Status& status) {
   if (message.empty()) message = CodeName(status.code());
   error.Set("message", json::Value::String(message));
   error.Set("type", json::Value::String(ErrorType(http)));
-  error.Set("param", json::Value());
+  const std::string param = ParamOf(status);
+  error.Set("param", param.empty() ? json::Value() : json::Value::String(param));
   error.Set("code", json::Value::String(ErrorCodeOf(status)));
   json::Value root = json::Value::EmptyObject();
   root.Set("error", std::move(error));

@@ -3,6 +3,7 @@
 //   {"error": {"message": "...", "type": "invalid_request_error", "param": null,
 //              "code": "context_length_exceeded"}}
 //
+// `param` is the request field the error is about (common/status.h WithParam) or null;
 // `code` is the stable Gantry reason (common/error_codes.cc), the HTTP status comes
 // from HttpStatusFor() (the one table), and 429/503 responses carry Retry-After
 // (seconds, rounded up from the status's retry hint; 1 when none was attached).

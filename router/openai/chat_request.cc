@@ -145,6 +145,86 @@ absl::Status ParseMessages(const Value& messages, v1::InferenceRequest* out) {
 
 }  // namespace
 
+const std::vector<FieldRule>& ChatCompletionFields() {
+  static const std::vector<FieldRule> rules = {
+      {"model", nullptr},
+      {"messages", nullptr},
+      {"tools", nullptr},
+      {"tool_choice", nullptr},
+      {"parallel_tool_calls", nullptr},
+      {"max_completion_tokens", nullptr},
+      {"max_tokens", nullptr},
+      {"stop", nullptr},
+      {"stream", nullptr},
+      {"stream_options", nullptr},  // include_usage
+      {"n", nullptr},                // 1
+      {"temperature", nullptr},
+      {"top_p", nullptr},
+      {"seed", nullptr},
+      {"presence_penalty", nullptr},
+      {"frequency_penalty", nullptr},
+      {"logit_bias", nullptr},
+      {"reasoning_effort", nullptr},
+      {"store", nullptr},            // false: Gantry stores no completions
+      {"prompt_cache_key", nullptr}, // the worker that served the key's last request
+      {"response_format", nullptr},  // {"type": "text"}
+      {"logprobs", nullptr},         // false
+      {"top_logprobs", nullptr},     // 0
+      {"modalities", nullptr},       // ["text"]
+      {"service_tier", nullptr},     // "auto", "default"
+      // Extensions (vLLM's names).
+      {"top_k", nullptr},
+      {"min_p", nullptr},
+      {"repetition_penalty", nullptr},
+      {"chat_template_kwargs", nullptr},
+      // Refused.
+      {"audio", "audio output is not supported"},
+      {"prediction", "predicted outputs are not supported"},
+      {"web_search_options", "Gantry has no web search"},
+      {"functions", "the deprecated functions API is not supported: send tools"},
+      {"function_call", "the deprecated functions API is not supported: send tool_choice"},
+      {"metadata", "Gantry stores no completions to attach metadata to"},
+      {"user", "end-user ids are not recorded: requests are attributed to the key's principal"},
+      {"safety_identifier", "end-user ids are not recorded: requests are attributed to the key's principal"},
+      {"verbosity", "verbosity is not supported"},
+      {"prompt_cache_retention", "the prompt cache is the worker's KV pool: its retention is not set per request"},
+  };
+  return rules;
+}
+
+namespace {
+
+// The fields implemented for some of their values: the others are refused.
+absl::Status CheckOnlyImplementedValues(const Value& root) {
+  GANTRY_RETURN_IF_ERROR(CheckSharedValues(root, "completions"));
+  if (const Value* format = Field(root, "response_format")) {
+    const Value* type = format->is_object() ? Field(*format, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) return WrongType("response_format", "{\"type\": ...}", *format);
+    if (type->as_string() != "text") {
+      return Unsupported("response_format.type",
+                         absl::StrCat(Quoted(type->as_string()), " is not supported yet: only \"text\""));
+    }
+    if (format->members().size() > 1) return Unsupported("response_format", "only {\"type\": \"text\"}");
+  }
+  if (const Value* logprobs = Field(root, "logprobs")) {
+    auto b = GetBool(*logprobs, "logprobs");
+    if (!b.ok()) return b.status();
+    if (*b) return Unsupported("logprobs", "log probabilities are not returned yet");
+  }
+  if (const Value* modalities = Field(root, "modalities")) {
+    if (!modalities->is_array()) return WrongType("modalities", "an array", *modalities);
+    for (size_t i = 0; i < modalities->items().size(); ++i) {
+      const Value& m = modalities->items()[i];
+      if (!m.is_string() || m.as_string() != "text") {
+        return Unsupported(absl::StrCat("modalities[", i, "]"), "only \"text\" is supported");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body) {
   ToolsSeen seen;
   json::ParseOptions options;
@@ -160,10 +240,13 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   auto parsed = ParseBodyObject(body, options);
   if (!parsed.ok()) return parsed.status();
   const Value& root = *parsed;
+  GANTRY_RETURN_IF_ERROR(CheckFields(root, ChatCompletionFields(), "chat completions"));
+  GANTRY_RETURN_IF_ERROR(CheckOnlyImplementedValues(root));
   ChatCompletionRequest result;
   v1::InferenceRequest& req = result.request;
 
   GANTRY_RETURN_IF_ERROR(ParseModel(root, &req));
+  GANTRY_RETURN_IF_ERROR(ParsePromptCacheKey(root, &req));
 
   const Value* messages = Field(root, "messages");
   if (messages == nullptr) return Invalid("messages", "is required");
@@ -219,6 +302,12 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   }
   if (const Value* options = Field(root, "stream_options")) {
     if (!options->is_object()) return WrongType("stream_options", "an object", *options);
+    for (const auto& [key, value] : options->members()) {
+      if (key != "include_usage" && !value.is_null()) {
+        return Unsupported(absl::StrCat("stream_options.", key.size() <= 64 ? key : Quoted(key)),
+                           "only include_usage is implemented");
+      }
+    }
     if (const Value* usage = Field(*options, "include_usage")) {
       auto b = GetBool(*usage, "stream_options.include_usage");
       if (!b.ok()) return b.status();
@@ -226,8 +315,9 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
     }
   }
   if (const Value* n = Field(root, "n")) {
-    auto count = GetInteger(*n, "n", 1, 1);
-    if (!count.ok()) return Invalid("n", "only n = 1 is supported");
+    auto count = GetInteger(*n, "n", 1, 128);
+    if (!count.ok()) return count.status();
+    if (*count != 1) return Unsupported("n", "only n = 1 is supported");
   }
   GANTRY_RETURN_IF_ERROR(ParseSampling(root, &req));
   if (const Value* effort = Field(root, "reasoning_effort")) {

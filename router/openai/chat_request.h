@@ -8,21 +8,28 @@
 // parameters at all; tool_choice none/auto/required/{"type":"function",...};
 // parallel_tool_calls; max_completion_tokens (preferred) or max_tokens; stop as a
 // string or an array; stream and stream_options.include_usage; temperature, top_p,
-// seed and the extensions top_k, min_p, repetition_penalty; reasoning_effort;
-// chat_template_kwargs (vLLM's extension). Unknown top-level fields are ignored, as
-// OpenAI-compatible servers do (SDKs send user, metadata, ...).
+// seed, presence_penalty, frequency_penalty, logit_bias and the extensions top_k,
+// min_p, repetition_penalty; reasoning_effort; chat_template_kwargs (vLLM's
+// extension); prompt_cache_key. Every other top-level field, and every value of a
+// listed field that Gantry does not implement (n > 1, store true, a response_format
+// other than text, logprobs, audio, ...), is refused: ChatCompletionFields() is the
+// table, and nothing is accepted and ignored.
 //
-// Errors: INVALID_ARGUMENT reason invalid_json (not JSON, or not an object) and
-// invalid_request with the JSON path of the offending field first in the message
-// ("messages[2].content: expected ...").
+// Errors: INVALID_ARGUMENT reason invalid_json (not JSON, or not an object),
+// unsupported_parameter (a field or value not implemented) and invalid_request, with
+// the JSON path of the offending field first in the message ("messages[2].content:
+// expected ...") and as the status's param (common/status.h).
 //
 // Thread-safety: pure.
 #ifndef GANTRY_ROUTER_OPENAI_CHAT_REQUEST_H_
 #define GANTRY_ROUTER_OPENAI_CHAT_REQUEST_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gantry/v1/inference.pb.h"
+#include "router/openai/request_fields.h"
 
 namespace gantry::openai {
 
@@ -38,6 +45,10 @@ struct ChatCompletionRequest {
 };
 
 absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_view body);
+
+// Every top-level field of OpenAI's chat completions request (and the extensions
+// Gantry reads), implemented or refused, in one table.
+const std::vector<FieldRule>& ChatCompletionFields();
 
 }  // namespace gantry::openai
 

@@ -1,6 +1,8 @@
 #include <dirent.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -209,7 +211,10 @@ TEST(ChatRequest, Fields) {
     "tool_choice": {"type": "function", "function": {"name": "f"}},
     "parallel_tool_calls": false, "max_tokens": 10, "max_completion_tokens": 20,
     "stop": "END", "temperature": 0.5, "top_p": 0.9, "seed": -1,
-    "reasoning_effort": "low", "stream": false, "user": "ignored",
+    "reasoning_effort": "low", "stream": false, "store": false, "n": 1, "logprobs": false,
+    "top_logprobs": 0, "response_format": {"type": "text"}, "modalities": ["text"],
+    "service_tier": "auto", "presence_penalty": 0.5, "frequency_penalty": -0.25,
+    "logit_bias": {"42": -100, "7": 3.5}, "prompt_cache_key": "ses_1", "user": null,
     "chat_template_kwargs": {"enable_thinking": false}})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const auto& req = parsed->request;
@@ -227,6 +232,62 @@ TEST(ChatRequest, Fields) {
   EXPECT_EQ(req.template_kwargs_json().at("enable_thinking"), "false");
   EXPECT_TRUE(absl::StrContains(req.tools(0).parameters_json(), "-9007199254740991"));
   EXPECT_FALSE(parsed->stream);
+  EXPECT_FLOAT_EQ(req.sampling().presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(req.sampling().frequency_penalty(), -0.25f);
+  ASSERT_EQ(req.sampling().logit_bias_size(), 2);
+  EXPECT_FLOAT_EQ(req.sampling().logit_bias().at(42), -100.0f);
+  EXPECT_FLOAT_EQ(req.sampling().logit_bias().at(7), 3.5f);
+  EXPECT_EQ(req.prompt_cache_key(), "ses_1");
+}
+
+// Every field of OpenAI's chat completions request (its API reference, late 2026) is
+// in the table, implemented or refused; a refused one, or one the table does not list,
+// is a 400 unsupported_parameter naming it, never accepted and ignored.
+const char* const kOpenAiChatFields[] = {
+    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
+    "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
+    "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_retention",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop", "store",
+    "stream", "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user",
+    "verbosity", "web_search_options"};
+
+TEST(ChatRequest, EveryOpenAiFieldIsImplementedOrRefused) {
+  std::set<std::string> listed;
+  for (const FieldRule& rule : ChatCompletionFields()) {
+    EXPECT_TRUE(listed.insert(rule.name).second) << "twice: " << rule.name;
+  }
+  for (const char* field : kOpenAiChatFields) {
+    SCOPED_TRACE(field);
+    ASSERT_TRUE(listed.count(field)) << "not in ChatCompletionFields()";
+    const FieldRule& rule = *std::find_if(ChatCompletionFields().begin(), ChatCompletionFields().end(),
+                                          [&](const FieldRule& r) { return std::string(r.name) == field; });
+    if (rule.refused == nullptr) continue;
+    // A refused field with any value is a 400 naming it; null asks for nothing.
+    const std::string base = R"({"model": "m", "messages": [{"role": "user", "content": "x"}], ")";
+    auto refused = ParseChatCompletionRequest(base + field + R"(": {"a": 1}})");
+    EXPECT_EQ(ReasonOf(refused.status()), "unsupported_parameter") << refused.status();
+    EXPECT_EQ(ParamOf(refused.status()), field);
+    EXPECT_EQ(HttpStatusFor(refused.status()), 400);
+    EXPECT_TRUE(ParseChatCompletionRequest(base + field + R"(": null})").ok());
+  }
+  // Values of implemented fields that Gantry does not implement.
+  const std::string base = R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )";
+  for (const auto& [field, json] : std::vector<std::pair<std::string, std::string>>{
+           {"n", R"("n": 2)"},
+           {"store", R"("store": true)"},
+           {"response_format.type", R"("response_format": {"type": "json_object"})"},
+           {"response_format.type", R"("response_format": {"type": "json_schema", "json_schema": {}})"},
+           {"logprobs", R"("logprobs": true)"},
+           {"top_logprobs", R"("top_logprobs": 2)"},
+           {"modalities[1]", R"("modalities": ["text", "audio"])"},
+           {"service_tier", R"("service_tier": "flex")"},
+           {"stream_options.include_obfuscation", R"("stream_options": {"include_obfuscation": true})"},
+           {"misspelt_field", R"("misspelt_field": 1)"}}) {
+    SCOPED_TRACE(json);
+    auto refused = ParseChatCompletionRequest(base + json + "}");
+    EXPECT_EQ(ReasonOf(refused.status()), "unsupported_parameter") << refused.status();
+    EXPECT_EQ(ParamOf(refused.status()), field);
+  }
 }
 
 template <typename Parse>
@@ -276,7 +337,13 @@ TEST(ChatRequest, Errors) {
   ExpectInvalid(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"})",
                 "invalid_request", "stream");
   ExpectInvalid(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2})",
-                "invalid_request", "n");
+                "unsupported_parameter", "n");
+  ExpectInvalid(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logit_bias": {"x": 1}})",
+                "invalid_request", "logit_bias['x']");
+  ExpectInvalid(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 101}})",
+                "invalid_request", "logit_bias['5']");
+  ExpectInvalid(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "presence_penalty": 3})",
+                "invalid_request", "presence_penalty");
 }
 
 // --- responses -----------------------------------------------------------------------
@@ -464,6 +531,7 @@ TEST(ResponsesRequest, ItemsMapOntoTheChatCompletionsTurn) {
   ASSERT_TRUE(responses.ok()) << responses.status();
   auto chat = ParseChatCompletionRequest(R"({
     "model": "m", "stream": true, "max_completion_tokens": 77, "reasoning_effort": "low",
+    "prompt_cache_key": "k",
     "tools": [{"type": "function", "function": {"name": "read", "description": "Read a file",
                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}},
               {"type": "function", "function": {"name": "glob"}}],
@@ -601,7 +669,7 @@ TEST(ResponsesRequest, Errors) {
   ExpectResponsesInvalid(R"({"model": "m", "input": []})", "invalid_request", "input: must not be empty");
   ExpectResponsesInvalid(R"({"model": "m", "input": 4})", "invalid_request", "input: expected");
   ExpectResponsesInvalid(R"({"model": "m", "input": "x", "previous_response_id": "resp_1"})",
-                         "invalid_request", "previous_response_id");
+                         "unsupported_parameter", "previous_response_id");
   ExpectResponsesInvalid(R"({"model": "m", "input": [{"type": "item_reference", "id": "fc_1"}]})",
                          "invalid_request", "input[0]: item_reference");
   ExpectResponsesInvalid(R"({"model": "m", "input": [{"role": "user", "content":
@@ -618,7 +686,35 @@ TEST(ResponsesRequest, Errors) {
                              "name": "f", "arguments": "[1]"}]})", "invalid_request",
                          "input[0].arguments");
   ExpectResponsesInvalid(R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema"}}})",
-                         "invalid_request", "text.format");
+                         "unsupported_parameter", "text.format.type");
+  for (const char* body : {R"({"model": "m", "input": "x", "store": true})",
+                           R"({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]})",
+                           R"({"model": "m", "input": "x", "truncation": "auto"})",
+                           R"({"model": "m", "input": "x", "top_logprobs": 3})",
+                           R"({"model": "m", "input": "x", "background": true})",
+                           R"({"model": "m", "input": "x", "user": "u1"})",
+                           R"({"model": "m", "input": "x", "text": {"verbosity": "low"}})",
+                           R"({"model": "m", "input": "x", "stream_options": {"include_obfuscation": false}})",
+                           R"({"model": "m", "input": "x", "misspelt": 1})"}) {
+    ExpectResponsesInvalid(body, "unsupported_parameter", "");
+  }
+  // Every field of OpenAI's Responses request is in the table.
+  std::set<std::string> listed;
+  for (const FieldRule& rule : ResponsesFields()) EXPECT_TRUE(listed.insert(rule.name).second) << rule.name;
+  for (const char* field :
+       {"background", "conversation", "include", "input", "instructions", "max_output_tokens", "max_tool_calls",
+        "metadata", "model", "parallel_tool_calls", "previous_response_id", "prompt", "prompt_cache_key",
+        "prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store", "stream",
+        "stream_options", "temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation",
+        "user"}) {
+    EXPECT_TRUE(listed.count(field)) << field << " is not in ResponsesFields()";
+  }
+  // What the clients send, and the defaults spelt out, pass.
+  auto ok = ParseResponsesRequest(R"({"model": "m", "input": "x", "store": false, "include": [],
+      "truncation": "disabled", "top_logprobs": 0, "background": false, "service_tier": "default",
+      "prompt_cache_key": "qwen-code:1", "metadata": {"a": "b"}, "user": null})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->chat.request.prompt_cache_key(), "qwen-code:1");
   // A result under an id no earlier function_call has.
   ExpectResponsesInvalid(R"({"model": "m", "instructions": "s", "input": [
       {"role": "user", "content": "hi"},

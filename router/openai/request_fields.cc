@@ -2,10 +2,13 @@
 
 #include "common/utf8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/error_codes.h"
@@ -47,6 +50,35 @@ absl::StatusOr<Value> ParseBodyObject(absl::string_view body, const json::ParseO
   return std::move(*parsed);
 }
 
+absl::Status CheckSharedValues(const Value& root, absl::string_view stored) {
+  if (const Value* store = Field(root, "store")) {
+    auto b = GetBool(*store, "store");
+    if (!b.ok()) return b.status();
+    if (*b) return Unsupported("store", absl::StrCat("Gantry stores no ", stored, ": send false or leave it out"));
+  }
+  if (const Value* top = Field(root, "top_logprobs")) {
+    auto n = GetInteger(*top, "top_logprobs", 0, 20);
+    if (!n.ok()) return n.status();
+    if (*n > 0) return Unsupported("top_logprobs", "log probabilities are not returned yet");
+  }
+  if (const Value* tier = Field(root, "service_tier")) {
+    auto s = GetString(*tier, "service_tier");
+    if (!s.ok()) return s.status();
+    if (*s != "auto" && *s != "default") return Unsupported("service_tier", "one tier: \"auto\" or \"default\"");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParsePromptCacheKey(const Value& root, v1::InferenceRequest* out) {
+  const Value* key = Field(root, "prompt_cache_key");
+  if (key == nullptr) return absl::OkStatus();
+  auto s = GetString(*key, "prompt_cache_key");
+  if (!s.ok()) return s.status();
+  if (s->size() > 256) return Invalid("prompt_cache_key", "at most 256 bytes");
+  out->set_prompt_cache_key(*s);
+  return absl::OkStatus();
+}
+
 absl::Status ParseModel(const Value& root, v1::InferenceRequest* out) {
   const Value* model = Field(root, "model");
   if (model == nullptr) return Invalid("model", "is required");
@@ -64,7 +96,27 @@ std::string Quoted(absl::string_view value) {
 }
 
 absl::Status Invalid(absl::string_view path, absl::string_view what) {
-  return ReasonError("invalid_request", absl::StrCat(path, ": ", what));
+  return WithParam(ReasonError("invalid_request", absl::StrCat(path, ": ", what)), path);
+}
+
+absl::Status Unsupported(absl::string_view path, absl::string_view what) {
+  return WithParam(ReasonError("unsupported_parameter", absl::StrCat(path, ": ", what)), path);
+}
+
+absl::Status CheckFields(const Value& root, const std::vector<FieldRule>& rules, absl::string_view api) {
+  for (const auto& [key, value] : root.members()) {
+    if (value.is_null()) continue;
+    const FieldRule* rule = nullptr;
+    for (const FieldRule& r : rules) {
+      if (key == r.name) rule = &r;
+    }
+    if (rule == nullptr) {
+      const std::string path = key.size() <= 64 ? std::string(key) : Quoted(key);
+      return Unsupported(path, absl::StrCat("not a field of the ", api, " request that Gantry implements"));
+    }
+    if (rule->refused != nullptr) return Unsupported(key, rule->refused);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WrongType(absl::string_view path, absl::string_view expected, const Value& got) {
@@ -285,6 +337,33 @@ absl::Status ParseSampling(const Value& root, v1::InferenceRequest* req) {
     auto d = GetNumber(*p, "repetition_penalty", 0.01, 10);
     if (!d.ok()) return d.status();
     sampling->set_repetition_penalty(static_cast<float>(*d));
+  }
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    const Value* v = Field(root, key);
+    if (v == nullptr) continue;
+    auto d = GetNumber(*v, key, -2, 2);
+    if (!d.ok()) return d.status();
+    if (key[0] == 'p') {
+      sampling->set_presence_penalty(static_cast<float>(*d));
+    } else {
+      sampling->set_frequency_penalty(static_cast<float>(*d));
+    }
+  }
+  if (const Value* bias = Field(root, "logit_bias")) {
+    if (!bias->is_object()) return WrongType("logit_bias", "an object of token ids to numbers", *bias);
+    if (bias->members().size() > kMaxLogitBias) {
+      return Invalid("logit_bias", absl::StrCat("at most ", kMaxLogitBias, " token ids"));
+    }
+    for (const auto& [key, value] : bias->members()) {
+      uint32_t id = 0;
+      if (key.empty() || key.size() > 10 || !std::all_of(key.begin(), key.end(), absl::ascii_isdigit) ||
+          !absl::SimpleAtoi(key, &id) || id > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+        return Invalid(absl::StrCat("logit_bias[", Quoted(key), "]"), "keys are token ids (decimal)");
+      }
+      auto d = GetNumber(value, absl::StrCat("logit_bias[", Quoted(key), "]"), -100, 100);
+      if (!d.ok()) return d.status();
+      (*sampling->mutable_logit_bias())[id] = static_cast<float>(*d);
+    }
   }
   if (const Value* seed = Field(root, "seed")) {
     auto i = GetInteger(*seed, "seed", std::numeric_limits<int64_t>::min(),

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,12 +32,35 @@ absl::StatusOr<json::Value> ParseBodyObject(absl::string_view body,
                                             const json::ParseOptions& options = {});
 // The required, non-empty string `model` of the body into out->model.
 absl::Status ParseModel(const json::Value& root, v1::InferenceRequest* out);
+// The optional `prompt_cache_key` (a string of at most 256 bytes) into
+// out->prompt_cache_key.
+absl::Status ParsePromptCacheKey(const json::Value& root, v1::InferenceRequest* out);
 
 // A function name clients may advertise: 1-64 of a-z A-Z 0-9 _ . -
 bool IsValidToolName(absl::string_view name);
 
-// invalid_request "PATH: WHAT".
+// invalid_request "PATH: WHAT", naming PATH as the error's param.
 absl::Status Invalid(absl::string_view path, absl::string_view what);
+// unsupported_parameter "PATH: WHAT", naming PATH as the error's param: a field, or a
+// value of it, that Gantry does not implement.
+absl::Status Unsupported(absl::string_view path, absl::string_view what);
+
+// A top-level field of an OpenAI request body and what Gantry does with it.
+struct FieldRule {
+  const char* name;
+  // nullptr: implemented (the mapper reads it and refuses, with unsupported_parameter,
+  // any value it does not implement); else why the field is refused.
+  const char* refused;
+};
+// unsupported_parameter naming the first member of `root` that `rules` refuse or do
+// not list (a misspelling, a field of a later API version): nothing is accepted and
+// ignored. A member whose value is null asks for nothing and passes. `api` names the
+// request in the message ("chat completions").
+absl::Status CheckFields(const json::Value& root, const std::vector<FieldRule>& rules, absl::string_view api);
+// The values both APIs implement of store (false), top_logprobs (0) and service_tier
+// ("auto", "default"); others are unsupported_parameter. `stored` names what Gantry
+// does not store ("completions", "responses").
+absl::Status CheckSharedValues(const json::Value& root, absl::string_view stored);
 // A value from the client as an error message quotes it: 'VALUE' when at most 64 bytes,
 // else its first 64 bytes (whole characters), "...", and its size, so that no client
 // chooses the size of its error (a red team's 1 MiB roles came back whole).
@@ -82,8 +106,11 @@ absl::Status ParseToolChoiceMode(const json::Value& choice, const json::Value* n
                                  absl::string_view path, absl::string_view name_path,
                                  v1::InferenceRequest* out);
 
-// temperature, top_p, top_k, min_p, repetition_penalty, seed from the body's root.
+// temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
+// frequency_penalty, logit_bias (at most kMaxLogitBias token ids, each -100 to 100)
+// and seed from the body's root.
 absl::Status ParseSampling(const json::Value& root, v1::InferenceRequest* out);
+constexpr size_t kMaxLogitBias = 1024;
 
 // Every tool result (role "tool") must answer a call id of an EARLIER assistant tool
 // call in the same request: the client replays the whole conversation, so an id that

@@ -191,25 +191,92 @@ absl::StatusOr<std::string> ReasoningEffort(const Value& reasoning) {
 
 }  // namespace
 
+const std::vector<FieldRule>& ResponsesFields() {
+  static const std::vector<FieldRule> rules = {
+      {"model", nullptr},
+      {"input", nullptr},
+      {"instructions", nullptr},
+      {"tools", nullptr},
+      {"tool_choice", nullptr},
+      {"parallel_tool_calls", nullptr},
+      {"max_tool_calls", nullptr},
+      {"max_output_tokens", nullptr},
+      {"stream", nullptr},
+      {"temperature", nullptr},
+      {"top_p", nullptr},
+      {"reasoning", nullptr},
+      {"text", nullptr},              // format {"type": "text"}
+      {"metadata", nullptr},          // echoed in the response object
+      {"store", nullptr},             // false: Gantry stores no responses
+      {"prompt_cache_key", nullptr},  // the worker that served the key's last request
+      {"include", nullptr},           // "reasoning.encrypted_content" (always there)
+      {"truncation", nullptr},        // "disabled"
+      {"top_logprobs", nullptr},      // 0
+      {"service_tier", nullptr},      // "auto", "default"
+      {"background", nullptr},        // false
+      // Extensions (vLLM's names), as on chat completions.
+      {"top_k", nullptr},
+      {"min_p", nullptr},
+      {"repetition_penalty", nullptr},
+      {"presence_penalty", nullptr},
+      {"frequency_penalty", nullptr},
+      {"logit_bias", nullptr},
+      {"seed", nullptr},
+      // Refused.
+      {"previous_response_id", "Gantry stores no responses; send the whole conversation as input"},
+      {"conversation", "Gantry stores no conversations; send the whole conversation as input"},
+      {"prompt", "stored prompts are not supported"},
+      {"stream_options", "no stream options are implemented"},
+      {"user", "end-user ids are not recorded: requests are attributed to the key's principal"},
+      {"safety_identifier", "end-user ids are not recorded: requests are attributed to the key's principal"},
+      {"prompt_cache_retention", "the prompt cache is the worker's KV pool: its retention is not set per request"},
+  };
+  return rules;
+}
+
+namespace {
+
+// The fields implemented for some of their values: the others are refused.
+absl::Status CheckOnlyImplementedValues(const Value& root) {
+  GANTRY_RETURN_IF_ERROR(CheckSharedValues(root, "responses"));
+  if (const Value* background = Field(root, "background")) {
+    if (!background->is_bool() || background->as_bool()) {
+      return Unsupported("background", "background responses are not supported");
+    }
+  }
+  if (const Value* include = Field(root, "include")) {
+    if (!include->is_array()) return WrongType("include", "an array", *include);
+    for (size_t i = 0; i < include->items().size(); ++i) {
+      // Reasoning items always carry their text in encrypted_content (docs/router.md).
+      const Value& item = include->items()[i];
+      if (!item.is_string() || item.as_string() != "reasoning.encrypted_content") {
+        return Unsupported(absl::StrCat("include[", i, "]"), "only \"reasoning.encrypted_content\" is implemented");
+      }
+    }
+  }
+  if (const Value* truncation = Field(root, "truncation")) {
+    auto s = GetString(*truncation, "truncation");
+    if (!s.ok()) return s.status();
+    if (*s != "disabled") {
+      return Unsupported("truncation", "only \"disabled\": a conversation that does not fit is refused");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ResponsesRequest> ParseResponsesRequest(absl::string_view body) {
   auto parsed = ParseBodyObject(body);
   if (!parsed.ok()) return parsed.status();
   const Value& root = *parsed;
+  GANTRY_RETURN_IF_ERROR(CheckFields(root, ResponsesFields(), "Responses"));
+  GANTRY_RETURN_IF_ERROR(CheckOnlyImplementedValues(root));
   ResponsesRequest result;
   result.chat.include_usage = true;
   v1::InferenceRequest& req = result.chat.request;
-  for (const char* stateful : {"previous_response_id", "conversation"}) {
-    if (Field(root, stateful) != nullptr) {
-      return Invalid(stateful, "Gantry stores no responses; send the whole conversation as input");
-    }
-  }
-  if (const Value* background = Field(root, "background")) {
-    if (!background->is_bool() || background->as_bool()) {
-      return Invalid("background", "background responses are not supported");
-    }
-  }
-
   GANTRY_RETURN_IF_ERROR(ParseModel(root, &req));
+  GANTRY_RETURN_IF_ERROR(ParsePromptCacheKey(root, &req));
 
   InputMapper mapper(&req);
   if (const Value* instructions = Field(root, "instructions")) {
@@ -289,10 +356,17 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(absl::string_view body) {
   }
   if (const Value* text = Field(root, "text")) {
     if (!text->is_object()) return WrongType("text", "an object", *text);
+    for (const auto& [key, value] : text->members()) {
+      if (key != "format" && !value.is_null()) {
+        return Unsupported(absl::StrCat("text.", key.size() <= 64 ? key : Quoted(key)), "only format is implemented");
+      }
+    }
     if (const Value* format = Field(*text, "format")) {
       const Value* type = format->is_object() ? Field(*format, "type") : nullptr;
-      if (type == nullptr || !type->is_string() || type->as_string() != "text") {
-        return Invalid("text.format", "only {\"type\": \"text\"} is supported");
+      if (type == nullptr || !type->is_string()) return WrongType("text.format", "{\"type\": ...}", *format);
+      if (type->as_string() != "text") {
+        return Unsupported("text.format.type",
+                           absl::StrCat(Quoted(type->as_string()), " is not supported yet: only \"text\""));
       }
     }
   }

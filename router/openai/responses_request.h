@@ -20,19 +20,26 @@
 //   tools: [{type: "function", name, description, parameters, strict}] (flat shape)
 //   tool_choice: none / auto / required / {type: "function", name}
 //   parallel_tool_calls, max_tool_calls, max_output_tokens, reasoning.effort,
-//   temperature, top_p (and top_k, min_p, repetition_penalty, seed), stream.
-// Stateless: previous_response_id, conversation, item_reference and background fail
-// with invalid_request (Gantry stores no responses: send the whole conversation);
-// `store` is accepted and ignored (nothing is stored either way). Unknown top-level
-// fields are ignored (SDKs send metadata, prompt_cache_key, include, user, ...).
+//   temperature, top_p (and top_k, min_p, repetition_penalty, presence_penalty,
+//   frequency_penalty, logit_bias, seed), stream, metadata (echoed), prompt_cache_key
+//   (the broker's affinity key), store false, text.format text, include
+//   ["reasoning.encrypted_content"] (always there) or [],
+//   truncation "disabled", top_logprobs 0, service_tier auto / default.
+// Stateless: previous_response_id, conversation, item_reference, background and store
+// true are refused (Gantry stores no responses: send the whole conversation). Every
+// other top-level field, and every value of a listed one that Gantry does not
+// implement, is refused with unsupported_parameter: ResponsesFields() is the table.
 //
-// Errors: INVALID_ARGUMENT invalid_json (not JSON / not an object), invalid_request
-// with the JSON path first ("input[3].call_id: ..."), unknown_tool_call_id (a
-// function_call_output whose call_id no earlier function_call in `input` has).
+// Errors: INVALID_ARGUMENT invalid_json (not JSON / not an object),
+// unsupported_parameter and invalid_request with the JSON path first ("input[3].call_id:
+// ...") and as the status's param, unknown_tool_call_id (a function_call_output whose
+// call_id no earlier function_call in `input` has).
 //
 // Thread-safety: pure.
 #ifndef GANTRY_ROUTER_OPENAI_RESPONSES_REQUEST_H_
 #define GANTRY_ROUTER_OPENAI_RESPONSES_REQUEST_H_
+
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -52,6 +59,10 @@ struct ResponsesRequest {
 };
 
 absl::StatusOr<ResponsesRequest> ParseResponsesRequest(absl::string_view body);
+
+// Every top-level field of OpenAI's Responses request (and the extensions Gantry
+// reads), implemented or refused, in one table.
+const std::vector<FieldRule>& ResponsesFields();
 
 }  // namespace gantry::openai
 

@@ -98,7 +98,7 @@ f16_bytes=$(printf '%s\n' "$metrics" | sed -n 's/^gantry_worker_kv_cache_bytes{m
 q8_bytes=$(printf '%s\n' "$metrics" | sed -n 's/^gantry_worker_kv_cache_bytes{model="gantry-demo",worker_id="host\/two",type="q8_0"} //p')
 [ -n "$f16_bytes" ] && [ -n "$q8_bytes" ] && [ $((q8_bytes * 64)) -eq $((f16_bytes * 34)) ] &&
   ok kv-cache-types || bad kv-cache-types "f16 ${f16_bytes:-none}, q8_0 ${q8_bytes:-none}"
-# A cache type the model cannot keep is refused at start, with the reason.
+# A cache type the worker does not know is refused at start, with the reason.
 if worker/server/gantry-worker --bundle "$tmp/bundle" --router "$workers" --kv-cache-type q4_0 >"$tmp/bad.log" 2>&1; then
   bad unknown-kv-cache-type-refused "started"
 else

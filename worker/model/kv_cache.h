@@ -57,7 +57,8 @@ class KvPool {
   // OK, or INVALID_ARGUMENT saying why `config` cannot keep its cache as `type`.
   static absl::Status Supports(const ModelConfig& config, KvType type);
 
-  // Precondition: Supports(config, type) is OK.
+  // A pool of `blocks` blocks keeping keys and values as `type`, or as F16 where
+  // Supports(config, type) refuses it (type() says which).
   KvPool(const ModelConfig& config, int blocks, KvType type = KvType::kF16);
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -69,10 +70,10 @@ class KvPool {
     return static_cast<size_t>(config.n_head_kv) * HeadBytes(config.head_dim, type);
   }
   // Bytes one position takes: keys and values of every layer.
-  static size_t BytesPerToken(const ModelConfig& config, KvType type = KvType::kF16) {
+  static size_t BytesPerToken(const ModelConfig& config, KvType type) {
     return 2 * static_cast<size_t>(config.n_layer) * RowBytes(config, type);
   }
-  static size_t BlockBytes(const ModelConfig& config, KvType type = KvType::kF16) {
+  static size_t BlockBytes(const ModelConfig& config, KvType type) {
     return BytesPerToken(config, type) * kBlockTokens;
   }
   // Blocks that hold `tokens` positions.

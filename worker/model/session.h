@@ -35,7 +35,7 @@ class Session {
   static constexpr int kMaxChunk = 512;
 
   Session(const Model& model, int capacity) : Session(model, capacity, Options()) {}
-  // Keys and values kept as `kv_type` (precondition: KvPool::Supports).
+  // Keys and values kept as `kv_type` (F16 where KvPool::Supports refuses it).
   Session(const Model& model, int capacity, const Options& options, KvType kv_type = KvType::kF16)
       : cache_(model.config(), capacity, kv_type), forward_(model, options) {}
 

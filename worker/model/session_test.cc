@@ -130,13 +130,16 @@ TEST(SessionTest, FastPathMatchesTheReferencePath) {
       ASSERT_TRUE(reference.Eval({next}, &want).ok());
       ExpectClose(got, want, c.rel, "decode");
     }
-    // Truncate and re-evaluate: the cache prefix is reused, the tail overwritten.
+    // Truncate and re-evaluate: the cache prefix is reused, the tail overwritten. A
+    // chunk of 70: a second tile of 6 query rows (at 64), few enough rows that a Q8_0
+    // cache's values are weighted position by position.
     fast.Truncate(100);
     reference.Truncate(100);
-    ASSERT_TRUE(fast.Eval({prompt[5], prompt[6]}, &got).ok());
-    ASSERT_TRUE(reference.Eval({prompt[5], prompt[6]}, &want).ok());
+    const std::vector<int32_t> chunk(prompt.begin() + 5, prompt.begin() + 75);
+    ASSERT_TRUE(fast.Eval(chunk, &got).ok());
+    ASSERT_TRUE(reference.Eval(chunk, &want).ok());
     ExpectClose(got, want, c.rel, "after truncate");
-    EXPECT_EQ(fast.n_past(), 102);
+    EXPECT_EQ(fast.n_past(), 170);
   }
 }
 
@@ -206,6 +209,10 @@ TEST(SessionTest, AQ8_0CacheTakesLittleMoreThanHalfTheBytesAndStaysCloseToF16) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("multiple of 32"), std::string::npos) << refused;
   EXPECT_TRUE(KvPool::Supports(llama.model->config(), KvType::kF16).ok());
+  // A pool asked for what the model cannot keep keeps F16, and says so.
+  KvPool fallback(llama.model->config(), 4, KvType::kQ8_0);
+  EXPECT_EQ(fallback.type(), KvType::kF16);
+  EXPECT_EQ(fallback.block_bytes(), KvPool::BlockBytes(llama.model->config(), KvType::kF16));
 }
 
 

@@ -264,8 +264,21 @@ bool Engine::Sequence::Admit(int capacity) {
   if (sp.has_top_k()) sampling.top_k = static_cast<int>(sp.top_k());
   if (sp.has_top_p()) sampling.top_p = sp.top_p();
   if (sp.has_min_p()) sampling.min_p = sp.min_p();
+  if (sp.has_repetition_penalty()) sampling.repetition_penalty = sp.repetition_penalty();
+  if (sp.has_presence_penalty()) sampling.presence_penalty = sp.presence_penalty();
+  if (sp.has_frequency_penalty()) sampling.frequency_penalty = sp.frequency_penalty();
+  const uint32_t vocab = static_cast<uint32_t>(bundle_.model->config().n_vocab);
+  for (const auto& [id, bias] : sp.logit_bias()) {
+    if (id >= vocab) {
+      Finish(v1::FINISH_ERROR, ReasonError("invalid_request", absl::StrCat("logit_bias: token id ", id,
+                                                                           " is outside the vocabulary of ", vocab)));
+      return false;
+    }
+    sampling.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+  }
+  std::sort(sampling.logit_bias.begin(), sampling.logit_bias.end());  // the map's order is not the wire's
   sampling.seed = sp.has_seed() ? sp.seed() : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  sampler_.emplace(sampling);
+  sampler_.emplace(sampling, prompt_);
   decoder_.emplace(bundle_.tokenizer, /*skip_special=*/true);
   for (const auto& stop : request_.stop()) longest_stop_ = std::max(longest_stop_, stop.size());
   return true;
@@ -455,6 +468,7 @@ int Engine::KvBlocks(const model::ModelConfig& config, int capacity, int slots, 
                      model::KvType kv_type) {
   const int one_context = model::KvPool::BlocksFor(capacity) + 1;
   if (kv_bytes == 0) return slots * one_context;
+  if (!model::KvPool::Supports(config, kv_type).ok()) kv_type = model::KvType::kF16;  // as the pool falls back
   const size_t blocks = kv_bytes / model::KvPool::BlockBytes(config, kv_type);
   return static_cast<int>(std::clamp<size_t>(blocks, one_context, std::numeric_limits<int>::max()));
 }

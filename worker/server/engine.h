@@ -115,8 +115,8 @@ class Engine {
   // `slots` sequences at once, each holding up to `capacity` tokens, in a pool of
   // `kv_bytes` (0: room for every slot's whole context; never less than one context:
   // a request that fits its capacity always fits the pool alone) keeping keys and
-  // values as `kv_type` (precondition: KvPool::Supports); `threads` for the forward
-  // pass of the whole engine.
+  // values as `kv_type` (F16 where KvPool::Supports refuses it: kv_status().type
+  // says); `threads` for the forward pass of the whole engine.
   Engine(const ServingBundle& bundle, int capacity, int slots = 1, int threads = 1, size_t kv_bytes = 0,
          model::KvType kv_type = model::KvType::kF16);
   ~Engine();
@@ -141,7 +141,7 @@ class Engine {
   int64_t preemptions() const { return preemptions_.load(std::memory_order_relaxed); }
   // Blocks of the pool for these arguments (as the constructor sizes it).
   static int KvBlocks(const model::ModelConfig& config, int capacity, int slots, size_t kv_bytes,
-                      model::KvType kv_type = model::KvType::kF16);
+                      model::KvType kv_type);
 
  private:
   class Sequence;

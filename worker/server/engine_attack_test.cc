@@ -76,7 +76,7 @@ class EngineAttackTest : public ::testing::Test {
   }
 
   static size_t OneContextBytes(int capacity, int extra_blocks = 0) {
-    return model::KvPool::BlockBytes(sampled_->serving().model->config()) *
+    return model::KvPool::BlockBytes(sampled_->serving().model->config(), model::KvType::kF16) *
            (model::KvPool::BlocksFor(capacity) + 1 + extra_blocks);
   }
 

@@ -27,6 +27,7 @@ namespace {
 using model::Forward;
 using model::KvCache;
 using model::KvPool;
+using model::KvType;
 constexpr int B = KvPool::kBlockTokens;
 constexpr int kCapacity = 160;
 
@@ -261,9 +262,9 @@ TEST_F(KvCacheAttackTest, ReuseAfterGrowMustNotMisalignTheBlockTable) {
 // e.g. to the minimum pool (one context) instead of the memory asked for or an error.
 TEST_F(KvCacheAttackTest, KvBlocksDoesNotWrapForHugeKvMemory) {
   const auto& config = Model().config();
-  const size_t block = KvPool::BlockBytes(config);
+  const size_t block = KvPool::BlockBytes(config, KvType::kF16);
   const size_t bytes = block * ((size_t{1} << 32) + 16);  // 2^32 + 16 blocks
-  const int blocks = Engine::KvBlocks(config, 256, 1, bytes);
+  const int blocks = Engine::KvBlocks(config, 256, 1, bytes, KvType::kF16);
   EXPECT_TRUE(blocks == std::numeric_limits<int>::max() || blocks > (1 << 30))
       << "KvBlocks(" << bytes << " bytes) = " << blocks << " (block " << block << " bytes)";
 }

@@ -5,9 +5,45 @@
 
 namespace gantry::server {
 
-Sampler::Sampler(const SamplingConfig& config) : config_(config), rng_(config.seed) {}
+Sampler::Sampler(const SamplingConfig& config, const std::vector<int32_t>& prompt)
+    : config_(config),
+      adjusts_(!config.logit_bias.empty() || config.repetition_penalty != 1.0f || config.presence_penalty != 0.0f ||
+               config.frequency_penalty != 0.0f),
+      rng_(config.seed) {
+  if (config_.repetition_penalty != 1.0f) seen_.insert(prompt.begin(), prompt.end());
+}
 
-int32_t Sampler::Sample(const std::vector<float>& logits) {
+const std::vector<float>& Sampler::Adjust(const std::vector<float>& logits) {
+  if (!adjusts_) return logits;
+  adjusted_ = logits;
+  const int n = static_cast<int>(adjusted_.size());
+  for (const auto& [id, bias] : config_.logit_bias) {
+    if (id >= 0 && id < n) adjusted_[id] += bias;
+  }
+  if (config_.repetition_penalty != 1.0f) {
+    for (int32_t id : seen_) {
+      if (id < 0 || id >= n) continue;
+      float& v = adjusted_[id];
+      v = v > 0 ? v / config_.repetition_penalty : v * config_.repetition_penalty;
+    }
+  }
+  for (const auto& [id, count] : output_counts_) {
+    if (id < 0 || id >= n) continue;
+    adjusted_[id] -= config_.presence_penalty + config_.frequency_penalty * static_cast<float>(count);
+  }
+  return adjusted_;
+}
+
+int32_t Sampler::Sample(const std::vector<float>& raw) {
+  const int32_t token = Draw(Adjust(raw));
+  if (adjusts_) {
+    if (config_.repetition_penalty != 1.0f) seen_.insert(token);
+    ++output_counts_[token];
+  }
+  return token;
+}
+
+int32_t Sampler::Draw(const std::vector<float>& logits) {
   const int n = static_cast<int>(logits.size());
   if (config_.temperature <= 0.0f) {
     int32_t best = 0;
