@@ -1,7 +1,9 @@
 #include "router/grpc_chat_request.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,9 @@ absl::Status CheckMessage(v1::ChatMessage* m, const std::string& path) {
   }
   if (role == "tool" && m->tool_call_id().empty()) {
     return Invalid(path + ".tool_call_id", "required on tool messages");
+  }
+  if (m->content_null() && role != "assistant" && role != "tool") {
+    return Invalid(path + ".content_null", "only assistant and tool messages may have no content");
   }
   if (role != "assistant" && m->tool_calls_size() > 0) {
     return Invalid(path + ".tool_calls", "only assistant messages carry tool calls");
@@ -109,11 +114,17 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
   out.include_usage = chat.include_usage();
   v1::InferenceRequest& req = out.request;
   req = chat.request();
-  req.clear_request_id();
-  req.clear_principal();
-  req.clear_priority();
-  req.clear_deadline_unix_ms();
-  req.clear_router_prompt_tokens();
+  // The router's own fields: a client's value would be overwritten, so it is refused.
+  // (The deadline is the call's gRPC deadline; the priority the key's.)
+  for (const auto& [set, field] : std::initializer_list<std::pair<bool, const char*>>{
+           {!req.request_id().empty(), "request.request_id"},
+           {!req.principal().empty(), "request.principal"},
+           {req.priority() != v1::PRIORITY_INTERACTIVE, "request.priority"},
+           {req.deadline_unix_ms() != 0, "request.deadline_unix_ms"},
+           {req.router_prompt_tokens() != 0, "request.router_prompt_tokens"},
+           {req.special_tokens_in_content(), "request.special_tokens_in_content"}}) {
+    if (set) return openai::Unsupported(field, "set by the router (from the call, the key and the policy), not the client");
+  }
   if (req.model().empty() || !IsValidUtf8(req.model())) {
     return Invalid("request.model", "required");
   }
@@ -141,7 +152,9 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
       if (!s.ok()) return s;
     }
   }
-  if (!v1::ToolChoiceMode_IsValid(req.tool_choice())) req.set_tool_choice(v1::TOOL_CHOICE_AUTO);
+  if (!v1::ToolChoiceMode_IsValid(req.tool_choice())) {
+    return openai::Unsupported("request.tool_choice", absl::StrCat("no tool choice mode ", req.tool_choice()));
+  }
   if ((req.tool_choice() == v1::TOOL_CHOICE_REQUIRED || req.tool_choice() == v1::TOOL_CHOICE_NAMED) &&
       req.tools_size() == 0) {
     return Invalid("request.tool_choice", "required and named need tools");
@@ -149,7 +162,9 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
   if (req.tool_choice() == v1::TOOL_CHOICE_NAMED && names.count(req.tool_choice_name()) == 0) {
     return Invalid("request.tool_choice_name", "must name one of the tools");
   }
-  if (req.tool_choice() != v1::TOOL_CHOICE_NAMED) req.clear_tool_choice_name();
+  if (req.tool_choice() != v1::TOOL_CHOICE_NAMED && !req.tool_choice_name().empty()) {
+    return Invalid("request.tool_choice_name", "only with tool_choice TOOL_CHOICE_NAMED");
+  }
   for (int i = 0; i < req.stop_size(); ++i) {
     auto s = CheckText(req.stop(i), absl::StrCat("request.stop[", i, "]"));
     if (!s.ok()) return s;

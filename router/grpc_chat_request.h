@@ -12,16 +12,19 @@
 //                      EARLIER assistant call (unknown_tool_call_id otherwise)
 //   tools              unique valid names; parameters_json "" or a JSON object (kept as
 //                      compact JSON)
-//   tool_choice        an unknown value is AUTO (proto3 enums are open); REQUIRED and
-//                      NAMED need tools; NAMED names one of them
+//   tool_choice        a value this gantry.v1 does not know is refused; REQUIRED and
+//                      NAMED need tools; NAMED names one of them; a tool_choice_name
+//                      needs NAMED
 //   sampling           temperature [0, 2], top_p [0, 1], top_k <= 2^20, min_p [0, 1],
 //                      repetition_penalty [0.01, 10], presence_penalty and
 //                      frequency_penalty [-2, 2], logit_bias at most 1,024 ids, each
 //                      [-100, 100]; NaN is out of range
 //   reasoning_effort   "", low, medium, high
 //   template_kwargs    each value JSON text
-//   request_id, principal, priority, deadline_unix_ms, router_prompt_tokens
-//                      cleared: the router sets them (id, key, policy)
+//   request_id, principal, priority, deadline_unix_ms, router_prompt_tokens,
+//   special_tokens_in_content
+//                      must be unset (unsupported_parameter): the router sets them
+//                      (the id, the key, the policy, the call's gRPC deadline)
 //   max_tokens         0 means "not set" (the model's default output cap applies)
 //   prompt_cache_key   at most 256 bytes (the broker's affinity key)
 //   unknown fields     a field protobuf kept as unknown, at any depth (a later

@@ -301,6 +301,18 @@ TEST_F(GrpcGatewayTest, RefusalsBeforeAdmissionAreStatusesWithTheReason) {
   r = Chat(bad);
   EXPECT_EQ(r.error_code, "unknown_tool_call_id");
 
+  // The router's own fields, and modes it does not know, are refused, never overwritten.
+  for (int which = 0; which < 4; ++which) {
+    bad = Request();
+    v1::InferenceRequest* req = bad.mutable_request();
+    if (which == 0) req->set_request_id("req_mine");
+    if (which == 1) req->set_principal("root");
+    if (which == 2) req->set_special_tokens_in_content(true);
+    if (which == 3) req->set_tool_choice(static_cast<v1::ToolChoiceMode>(17));
+    r = Chat(bad);
+    EXPECT_EQ(r.error_code, "unsupported_parameter") << which << " " << r.status.error_message();
+  }
+
   // A field this gantry.v1 does not know (a later client's), at any depth, is refused
   // unread, never dropped.
   for (int where = 0; where < 2; ++where) {

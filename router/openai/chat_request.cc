@@ -24,6 +24,7 @@ absl::Status ParseToolCalls(const Value& calls, const std::string& path, v1::Cha
     const Value& call = calls.items()[i];
     std::string call_path = absl::StrCat(path, "[", i, "]");
     if (!call.is_object()) return WrongType(call_path, "an object", call);
+    GANTRY_RETURN_IF_ERROR(CheckMembers(call, call_path, {"id", "type", "function"}));
     v1::ToolCallRef* ref = out->add_tool_calls();
     const Value* id = Field(call, "id");
     if (id == nullptr) return Invalid(absl::StrCat(call_path, ".id"), "is required");
@@ -39,6 +40,7 @@ absl::Status ParseToolCalls(const Value& calls, const std::string& path, v1::Cha
     if (function == nullptr || !function->is_object()) {
       return Invalid(absl::StrCat(call_path, ".function"), "expected an object");
     }
+    GANTRY_RETURN_IF_ERROR(CheckMembers(*function, absl::StrCat(call_path, ".function"), {"name", "arguments"}));
     const Value* name = Field(*function, "name");
     if (name == nullptr) return Invalid(absl::StrCat(call_path, ".function.name"), "is required");
     auto name_text = GetString(*name, absl::StrCat(call_path, ".function.name"));
@@ -93,6 +95,8 @@ absl::Status ParseMessages(const Value& messages, v1::InferenceRequest* out) {
     const Value& m = messages.items()[i];
     std::string path = absl::StrCat("messages[", i, "]");
     if (!m.is_object()) return WrongType(path, "an object", m);
+    GANTRY_RETURN_IF_ERROR(CheckMembers(
+        m, path, {"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "reasoning"}));
     v1::ChatMessage* msg = out->add_messages();
     const Value* role = Field(m, "role");
     if (role == nullptr) return Invalid(path + ".role", "is required");
@@ -261,6 +265,16 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
     if (seen.count == 1 && !seen.text.empty()) KeepToolList(seen.text, *tools, req.tools());
   }
   if (const Value* choice = Field(root, "tool_choice")) {
+    if (choice->is_object()) {
+      GANTRY_RETURN_IF_ERROR(CheckMembers(*choice, "tool_choice", {"type", "function"}));
+      const Value* type = Field(*choice, "type");
+      if (type == nullptr || !type->is_string() || type->as_string() != "function") {
+        return Unsupported("tool_choice.type", "only {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+      if (const Value* f = Field(*choice, "function"); f != nullptr && f->is_object()) {
+        GANTRY_RETURN_IF_ERROR(CheckMembers(*f, "tool_choice.function", {"name"}));
+      }
+    }
     const Value* function = choice->is_object() ? Field(*choice, "function") : nullptr;
     const Value* name = function != nullptr && function->is_object() ? Field(*function, "name")
                                                                       : nullptr;
@@ -283,6 +297,7 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
   }
   if (const Value* stop = Field(root, "stop")) {
     if (stop->is_string()) {
+      if (stop->as_string().empty()) return Invalid("stop", "must not be empty");
       req.add_stop(stop->as_string());
     } else if (stop->is_array()) {
       for (size_t i = 0; i < stop->items().size(); ++i) {

@@ -282,12 +282,31 @@ TEST(ChatRequest, EveryOpenAiFieldIsImplementedOrRefused) {
            {"modalities[1]", R"("modalities": ["text", "audio"])"},
            {"service_tier", R"("service_tier": "flex")"},
            {"stream_options.include_obfuscation", R"("stream_options": {"include_obfuscation": true})"},
-           {"misspelt_field", R"("misspelt_field": 1)"}}) {
+           {"misspelt_field", R"("misspelt_field": 1)"},
+           // Inside the body's objects: nothing unread either.
+           {"messages[0].audio", R"("messages": [{"role": "user", "content": "x", "audio": {"id": "a"}}])"},
+           {"messages[0].content[0].cache_control",
+            R"("messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {}}]}])"},
+           {"messages[0].content[0].annotations",
+            R"("messages": [{"role": "user", "content": [{"type": "text", "text": "x", "annotations": [1]}]}])"},
+           {"tools[0].function.examples",
+            R"("tools": [{"type": "function", "function": {"name": "f", "examples": []}}])"},
+           {"tools[0].cache_control", R"("tools": [{"type": "function", "function": {"name": "f"}, "cache_control": {}}])"},
+           {"tool_choice.type", R"("tools": [{"type": "function", "function": {"name": "f"}}],
+                                   "tool_choice": {"type": "allowed_tools", "function": {"name": "f"}})"}}) {
     SCOPED_TRACE(json);
-    auto refused = ParseChatCompletionRequest(base + json + "}");
+    // Bodies that bring their own messages replace the base's.
+    const std::string body = absl::StrContains(json, R"("messages")")
+                                 ? std::string(R"({"model": "m", )") + json + "}"
+                                 : base + json + "}";
+    auto refused = ParseChatCompletionRequest(body);
     EXPECT_EQ(ReasonOf(refused.status()), "unsupported_parameter") << refused.status();
     EXPECT_EQ(ParamOf(refused.status()), field);
   }
+  // A replayed assistant turn with null extras (an SDK's message object) passes.
+  EXPECT_TRUE(ParseChatCompletionRequest(R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "content": "y", "refusal": null, "audio": null, "function_call": null}]})")
+                  .ok());
 }
 
 template <typename Parse>
@@ -512,7 +531,7 @@ TEST(ChatRequest, ToolResultForAnUnknownCallIdIsRejected) {
 TEST(ResponsesRequest, ItemsMapOntoTheChatCompletionsTurn) {
   auto responses = ParseResponsesRequest(R"({
     "model": "m", "instructions": "Be brief.", "stream": true, "store": false,
-    "max_output_tokens": 77, "reasoning": {"effort": "minimal", "summary": "auto"},
+    "max_output_tokens": 77, "reasoning": {"effort": "minimal"},
     "prompt_cache_key": "k", "include": ["reasoning.encrypted_content"],
     "tools": [{"type": "function", "name": "read", "description": "Read a file",
                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
@@ -695,7 +714,12 @@ TEST(ResponsesRequest, Errors) {
                            R"({"model": "m", "input": "x", "user": "u1"})",
                            R"({"model": "m", "input": "x", "text": {"verbosity": "low"}})",
                            R"({"model": "m", "input": "x", "stream_options": {"include_obfuscation": false}})",
-                           R"({"model": "m", "input": "x", "misspelt": 1})"}) {
+                           R"({"model": "m", "input": "x", "misspelt": 1})",
+                           R"({"model": "m", "input": "x", "reasoning": {"effort": "low", "summary": "auto"}})",
+                           R"({"model": "m", "input": [{"type": "message", "role": "user", "content": "x",
+                               "phase": "final"}]})",
+                           R"({"model": "m", "input": "x", "tools": [{"type": "function", "name": "f",
+                               "cache_control": {}}]})"}) {
     ExpectResponsesInvalid(body, "unsupported_parameter", "");
   }
   // Every field of OpenAI's Responses request is in the table.

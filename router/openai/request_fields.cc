@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -48,6 +49,16 @@ absl::StatusOr<Value> ParseBodyObject(absl::string_view body, const json::ParseO
   if (!parsed.ok()) return parsed.status();
   if (!parsed->is_object()) return ReasonError("invalid_json", "the body must be a JSON object");
   return std::move(*parsed);
+}
+
+absl::Status CheckMembers(const Value& object, absl::string_view path,
+                          std::initializer_list<absl::string_view> known) {
+  for (const auto& [key, value] : object.members()) {
+    if (value.is_null() || std::find(known.begin(), known.end(), key) != known.end()) continue;
+    return Unsupported(absl::StrCat(path, ".", key.size() <= 64 ? key : Quoted(key)),
+                       absl::StrCat("not a field Gantry implements here (", absl::StrJoin(known, ", "), ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckSharedValues(const Value& root, absl::string_view stored) {
@@ -190,6 +201,15 @@ absl::Status ParseTextContent(const Value* content, const std::string& path,
                                   " (only text is supported: ", absl::StrJoin(part_types, ", "),
                                   ")"));
     }
+    // A replayed output_text part may carry the empty annotations and logprobs the
+    // answer had; anything in them would be dropped.
+    for (const char* echo : {"annotations", "logprobs"}) {
+      const Value* v = Field(part, echo);
+      if (v != nullptr && !(v->is_array() && v->items().empty())) {
+        return Unsupported(absl::StrCat(part_path, ".", echo), "only an empty array");
+      }
+    }
+    GANTRY_RETURN_IF_ERROR(CheckMembers(part, part_path, {"type", "text", "annotations", "logprobs"}));
     const Value* part_text = Field(part, "text");
     if (part_text == nullptr) return Invalid(absl::StrCat(part_path, ".text"), "is required");
     auto s = GetString(*part_text, absl::StrCat(part_path, ".text"));
@@ -221,8 +241,13 @@ absl::Status ParseToolArguments(const Value* arguments, const std::string& path,
 
 namespace {
 
-absl::Status ParseFunctionTool(const Value& function, const std::string& path,
+absl::Status ParseFunctionTool(const Value& function, const std::string& path, bool nested,
                                std::set<std::string>* names, v1::InferenceRequest* out) {
+  if (nested) {
+    GANTRY_RETURN_IF_ERROR(CheckMembers(function, path, {"name", "description", "parameters", "strict"}));
+  } else {
+    GANTRY_RETURN_IF_ERROR(CheckMembers(function, path, {"type", "name", "description", "parameters", "strict"}));
+  }
   v1::ToolDefinition* def = out->add_tools();
   const Value* name = Field(function, "name");
   if (name == nullptr) return Invalid(path + ".name", "is required");
@@ -267,14 +292,15 @@ absl::Status ParseFunctionTools(const Value& tools, bool nested, v1::InferenceRe
       return Invalid(path + ".type", "must be \"function\" (only function tools are supported)");
     }
     if (!nested) {
-      GANTRY_RETURN_IF_ERROR(ParseFunctionTool(tool, path, &names, out));
+      GANTRY_RETURN_IF_ERROR(ParseFunctionTool(tool, path, false, &names, out));
       continue;
     }
+    GANTRY_RETURN_IF_ERROR(CheckMembers(tool, path, {"type", "function"}));
     const Value* function = Field(tool, "function");
     if (function == nullptr || !function->is_object()) {
       return Invalid(path + ".function", "expected an object");
     }
-    GANTRY_RETURN_IF_ERROR(ParseFunctionTool(*function, path + ".function", &names, out));
+    GANTRY_RETURN_IF_ERROR(ParseFunctionTool(*function, path + ".function", true, &names, out));
   }
   return absl::OkStatus();
 }

@@ -57,6 +57,12 @@ struct FieldRule {
 // ignored. A member whose value is null asks for nothing and passes. `api` names the
 // request in the message ("chat completions").
 absl::Status CheckFields(const json::Value& root, const std::vector<FieldRule>& rules, absl::string_view api);
+// unsupported_parameter "PATH.KEY" for the first member of `object` (an object inside
+// the body: a message, a content part, a tool) whose key is not in `known` and whose
+// value is not null.
+absl::Status CheckMembers(const json::Value& object, absl::string_view path,
+                          std::initializer_list<absl::string_view> known);
+
 // The values both APIs implement of store (false), top_logprobs (0) and service_tier
 // ("auto", "default"); others are unsupported_parameter. `stored` names what Gantry
 // does not store ("completions", "responses").

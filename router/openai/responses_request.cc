@@ -36,10 +36,24 @@ class InputMapper {
       if (!s.ok()) return s.status();
       type = *s;
     }
-    if (type == "message") return Message(item, path);
-    if (type == "function_call") return FunctionCall(item, path);
-    if (type == "function_call_output") return FunctionCallOutput(item, path);
-    if (type == "reasoning") return Reasoning(item, path);
+    // id and status: what an item replayed from an earlier response carries.
+    if (type == "message") {
+      GANTRY_RETURN_IF_ERROR(CheckMembers(item, path, {"type", "role", "content", "id", "status"}));
+      return Message(item, path);
+    }
+    if (type == "function_call") {
+      GANTRY_RETURN_IF_ERROR(CheckMembers(item, path, {"type", "call_id", "name", "arguments", "id", "status"}));
+      return FunctionCall(item, path);
+    }
+    if (type == "function_call_output") {
+      GANTRY_RETURN_IF_ERROR(CheckMembers(item, path, {"type", "call_id", "output", "id", "status"}));
+      return FunctionCallOutput(item, path);
+    }
+    if (type == "reasoning") {
+      GANTRY_RETURN_IF_ERROR(
+          CheckMembers(item, path, {"type", "id", "summary", "content", "encrypted_content", "status"}));
+      return Reasoning(item, path);
+    }
     if (type == "item_reference") {
       return Invalid(path, "item_reference needs stored responses; Gantry stores none (send "
                            "the whole item, and store: false)");
@@ -173,6 +187,7 @@ class InputMapper {
 // this way, and a client asking for none must not silently get some.
 absl::StatusOr<std::string> ReasoningEffort(const Value& reasoning) {
   if (!reasoning.is_object()) return WrongType("reasoning", "an object", reasoning);
+  GANTRY_RETURN_IF_ERROR(CheckMembers(reasoning, "reasoning", {"effort"}));
   const Value* effort = Field(reasoning, "effort");
   if (effort == nullptr) return std::string();
   auto s = GetString(*effort, "reasoning.effort");
