@@ -438,7 +438,9 @@ TEST(HttpLimits, ChunkedCostsAboutWhatContentLengthCosts) {
     EXPECT_TRUE(client->SendRaw(request).ok());
     auto response = client->ReadResponse(20000);
     EXPECT_TRUE(response.ok()) << response.status();
-    if (response.ok()) EXPECT_EQ(response->body, expected);
+    if (response.ok()) {
+      EXPECT_EQ(response->body, expected);
+    }
     return server->loop_cpu_seconds() - before;
   };
   double best_length = 1e9, best_chunked = 1e9;
