@@ -52,7 +52,7 @@ size_t KvPool::HeadBytes(int head_dim, KvType type) {
 KvPool::KvPool(const ModelConfig& c, int blocks, KvType type)
     : n_layer_(c.n_layer),
       kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim),
-      type_(Supports(c, type).ok() ? type : KvType::kF16),
+      type_(Kept(c, type)),
       row_bytes_(RowBytes(c, type_)) {
   blocks = std::max(1, blocks);
   // Zero-initialised: a product over positions never written multiplies zeros (F16

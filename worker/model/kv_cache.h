@@ -56,6 +56,10 @@ class KvPool {
 
   // OK, or INVALID_ARGUMENT saying why `config` cannot keep its cache as `type`.
   static absl::Status Supports(const ModelConfig& config, KvType type);
+  // The type a pool asked for `type` keeps: `type`, or F16 where Supports refuses it.
+  static KvType Kept(const ModelConfig& config, KvType type) {
+    return Supports(config, type).ok() ? type : KvType::kF16;
+  }
 
   // A pool of `blocks` blocks keeping keys and values as `type`, or as F16 where
   // Supports(config, type) refuses it (type() says which).

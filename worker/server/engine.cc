@@ -276,7 +276,6 @@ bool Engine::Sequence::Admit(int capacity) {
     }
     sampling.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
   }
-  std::sort(sampling.logit_bias.begin(), sampling.logit_bias.end());  // the map's order is not the wire's
   sampling.seed = sp.has_seed() ? sp.seed() : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   sampler_.emplace(sampling, prompt_);
   decoder_.emplace(bundle_.tokenizer, /*skip_special=*/true);
@@ -468,8 +467,7 @@ int Engine::KvBlocks(const model::ModelConfig& config, int capacity, int slots, 
                      model::KvType kv_type) {
   const int one_context = model::KvPool::BlocksFor(capacity) + 1;
   if (kv_bytes == 0) return slots * one_context;
-  if (!model::KvPool::Supports(config, kv_type).ok()) kv_type = model::KvType::kF16;  // as the pool falls back
-  const size_t blocks = kv_bytes / model::KvPool::BlockBytes(config, kv_type);
+  const size_t blocks = kv_bytes / model::KvPool::BlockBytes(config, model::KvPool::Kept(config, kv_type));
   return static_cast<int>(std::clamp<size_t>(blocks, one_context, std::numeric_limits<int>::max()));
 }
 
