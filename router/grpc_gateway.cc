@@ -142,6 +142,10 @@ class Places {
     total_ -= amount;
     if (it->second <= 0) by_key_.erase(it);
   }
+  int64_t total() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
 
  private:
   std::mutex mu_;
@@ -805,6 +809,9 @@ class Listener final : public grpc::CallbackGenericService {
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
     return new CallReactor(&state_, ctx);
   }
+  int CallsBeingRead() {
+    return static_cast<int>(state_.reading.total() + state_.health_reading.total());
+  }
 
  private:
   ListenerState state_;
@@ -874,5 +881,7 @@ GrpcGateway::~GrpcGateway() {
 }
 
 int GrpcGateway::port() const { return impl_->port; }
+
+int GrpcGateway::calls_being_read() const { return impl_->listener->CallsBeingRead(); }
 
 }  // namespace gantry::router

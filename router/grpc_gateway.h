@@ -115,6 +115,8 @@ class GrpcGateway {
 
   // The bound port.
   int port() const;
+  // Calls holding a read place now (the Gateway's and the health service's).
+  int calls_being_read() const;
 
   struct Impl;
 

@@ -523,7 +523,7 @@ TEST_F(GrpcGatewayTest, CallsBeingReadAreCappedPerPrincipalAndPeerAndTimedOut) {
   GrpcGatewayOptions options;
   options.max_reads_per_principal = 2;
   options.max_health_reads_per_peer = 2;
-  options.read_timeout_ms = 1500;
+  options.read_timeout_ms = 3000;
   auto capped = GrpcGateway::Start(router_->gateway(), options);
   ASSERT_TRUE(capped.ok()) << capped.status();
   const int port = (*capped)->port();
@@ -539,7 +539,11 @@ TEST_F(GrpcGatewayTest, CallsBeingReadAreCappedPerPrincipalAndPeerAndTimedOut) {
   Holder chats[2], checks[2];
   for (Holder& h : chats) hold(&h, "/gantry.v1.Gateway/Chat", "k-dev");
   for (Holder& h : checks) hold(&h, "/grpc.health.v1.Health/Check", "");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all four are being read
+  // Until all four are being read (a fixed sleep was too short on a loaded machine).
+  for (int i = 0; i < 500 && (*capped)->calls_being_read() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ((*capped)->calls_being_read(), 4);
   RawOutcome third_chat = RawCall(port, "/gantry.v1.Gateway/Chat", "k-dev", std::nullopt, false, 10);
   EXPECT_EQ(third_chat.status.error_code(), grpc::StatusCode::UNAVAILABLE)
       << third_chat.status.error_message();
@@ -554,7 +558,7 @@ TEST_F(GrpcGatewayTest, CallsBeingReadAreCappedPerPrincipalAndPeerAndTimedOut) {
   auto stub = v1::Gateway::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                        grpc::InsecureChannelCredentials()));
   EXPECT_TRUE(stub->ListModels(&other, {}, &models).ok());
-  // The holders' messages never come: their calls end after 1.5 s, not at their 10 s.
+  // The holders' messages never come: their calls end after 3 s, not at their 10 s.
   for (Holder* h : {&chats[0], &chats[1], &checks[0], &checks[1]}) {
     h->thread.join();
     EXPECT_EQ(h->outcome.status.error_code(), grpc::StatusCode::CANCELLED)
@@ -562,6 +566,7 @@ TEST_F(GrpcGatewayTest, CallsBeingReadAreCappedPerPrincipalAndPeerAndTimedOut) {
   }
   EXPECT_GE(router_->gateway()->metrics().Errors("request_timeout"), 4u);
   // And their places are free again.
+  EXPECT_EQ((*capped)->calls_being_read(), 0);
   grpc::ClientContext again;
   Authorize(&again, "k-dev");
   EXPECT_TRUE(stub->ListModels(&again, {}, &models).ok());
@@ -582,7 +587,10 @@ TEST_F(GrpcGatewayTest, GatewayReadsDoNotTakeTheHealthServicesPlaces) {
       RawCall(port, "/gantry.v1.Gateway/Chat", "k-dev", std::nullopt, false, 2);
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 0; i < 300 && (*listener)->calls_being_read() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ((*listener)->calls_being_read(), 3);
   namespace health = grpc::health::v1;
   auto stub = health::Health::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                           grpc::InsecureChannelCredentials()));
