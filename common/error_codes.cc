@@ -59,6 +59,8 @@ constexpr ErrorReason kReasons[] = {
     {"bundle_mismatch", C::kFailedPrecondition, 500, false,
      "a bundle asset does not match its pinned SHA-256"},
     {"invalid_gguf", C::kInvalidArgument, 500, false, "a GGUF model file is malformed or truncated"},
+    {"invalid_output", C::kInternal, 500, false,
+     "the output left the constraint the request asked for (response_format, a tool call's grammar)"},
     {"invalid_key_file", C::kInvalidArgument, 500, false,
      "a CURVE key file or worker allow-list is malformed or readable by others"},
     {"invalid_tls_config", C::kInvalidArgument, 500, false,

@@ -39,9 +39,9 @@ class Validator {
     return out;
   }
 
-  bool Valid(const json::Value& value) {
+  bool Valid(const json::Value& value, int node = 0) {
     std::string path;
-    return Check(0, value, &path, nullptr, 0) && !exhausted_;
+    return Check(node, value, &path, nullptr, 0) && !exhausted_;
   }
 
  private:
@@ -450,6 +450,12 @@ std::vector<Violation> Schema::Validate(const json::Value& value,
 bool Schema::IsValid(const json::Value& value, const ValidateOptions& options) const {
   if (compiled_ == nullptr) return true;
   return Validator(compiled_->nodes, options).Valid(value);
+}
+
+bool Schema::IsValidAt(int node, const json::Value& value, const ValidateOptions& options) const {
+  if (compiled_ == nullptr) return true;
+  if (node < 0 || node >= static_cast<int>(compiled_->nodes.size())) return false;
+  return Validator(compiled_->nodes, options).Valid(value, node);
 }
 
 namespace {

@@ -114,6 +114,14 @@ class Schema {
   std::vector<Violation> Validate(const json::Value& value,
                                   const ValidateOptions& options = {}) const;
   bool IsValid(const json::Value& value, const ValidateOptions& options = {}) const;
+  // As IsValid, against the compiled node `node` (an index of compiled()->nodes) as if it
+  // were the root; false for an index out of range.
+  bool IsValidAt(int node, const json::Value& value, const ValidateOptions& options = {}) const;
+
+  // The compiled node graph (json_schema_nodes.h), or nullptr for the `true` schema. For
+  // the constraint compiler (worker/constrain), which walks the same keywords the
+  // validator checks.
+  const internal::CompiledSchema* compiled() const { return compiled_.get(); }
 
   // The types the root schema declares for the object property `key` (TypeBits ORed):
   // from `type`, the types of `enum` / `const` values, and the branches of `anyOf` /

@@ -296,6 +296,7 @@ class Compiler {
         for (const auto& item : value.items()) {
           node.enum_keys.push_back(CanonicalKey(item));
           node.enum_types |= TypeOf(item);
+          node.enum_values.push_back(json::DumpCompact(item));
         }
         std::sort(node.enum_keys.begin(), node.enum_keys.end());
         node.enum_text = Preview(value, 200);
@@ -303,6 +304,7 @@ class Compiler {
         node.has_const = true;
         node.const_key = CanonicalKey(value);
         node.const_text = Preview(value);
+        node.const_value = json::DumpCompact(value);
       } else if (key == "allOf") {
         GANTRY_ASSIGN_OR_RETURN(node.all_of, SubArray(value, at, depth, true));
       } else if (key == "anyOf") {

@@ -1,7 +1,8 @@
 // The compiled form of a JSON Schema (json_schema.h), shared by its compiler
 // (json_schema_compile.cc) and its validator (json_schema.cc): exact decimals, canonical
 // value keys, type bits, ECMA-262 regexes run by PCRE2 with match limits, and the flat
-// node graph. Internal to those files; not a contract for anyone else.
+// node graph. Read also by the constraint compiler (worker/constrain/json_grammar.cc),
+// which enforces the same keywords while a value is generated; nobody else.
 #ifndef GANTRY_COMMON_JSON_SCHEMA_NODES_H_
 #define GANTRY_COMMON_JSON_SCHEMA_NODES_H_
 
@@ -113,8 +114,10 @@ struct Node {
   std::vector<std::string> enum_keys;  // sorted
   std::string enum_text;
   uint8_t enum_types = 0;
+  std::vector<std::string> enum_values;  // compact JSON text, in the schema's order
   bool has_const = false;
   std::string const_key, const_text;
+  std::string const_value;  // compact JSON text
 
   std::vector<int> all_of, any_of, one_of;
   int not_schema = -1;
