@@ -740,6 +740,39 @@ bool JsonMatcher::Complete() const {
   return false;
 }
 
+uint64_t JsonMatcher::PlainTextRoom() const {
+  const std::vector<Plan>& plans = grammar_->plans();
+  uint64_t room = UINT64_MAX;
+  for (const Stack& s : stacks_) {
+    if (s.empty()) return 0;
+    const Frame& f = s.back();
+    const Plan& p = plans[f.plan];
+    if (f.esc != 0 || f.need != 0) return 0;
+    if (f.kind == kString) {
+      if (f.count >= p.max_length) return 0;
+      if (p.max_length != UINT64_MAX) room = std::min(room, p.max_length - f.count);
+    } else if (!(f.kind == kObject && f.phase == kObjKey && p.additional >= 0)) {
+      return 0;
+    }
+  }
+  return room;
+}
+
+// An open object's key that no declared or seen key starts with: its future no longer
+// depends on its text (it is a new key of the additional plan), so its state key
+// leaves the text out and the masks of all such keys are one.
+static bool FreeKey(const Plan& p, const Frame& f) {
+  if (f.kind != kObject || f.phase != kObjKey || p.additional < 0) return false;
+  auto starts = [&](const std::string& name) { return name.compare(0, f.buf.size(), f.buf) == 0; };
+  for (auto it = p.properties.lower_bound(f.buf); it != p.properties.end() && starts(it->first); ++it) {
+    return false;
+  }
+  for (const std::string& k : f.seen) {
+    if (starts(k)) return false;
+  }
+  return true;
+}
+
 void JsonMatcher::AppendStackKey(const Stack& s, std::string* key) const {
   const std::vector<Plan>& plans = grammar_->plans();
   key->push_back('[');
@@ -760,7 +793,7 @@ void JsonMatcher::AppendStackKey(const Stack& s, std::string* key) const {
                        static_cast<uint64_t>(f.child), count}) {
       AppendField(v, key);
     }
-    AppendBytes(f.buf, key);
+    AppendBytes(FreeKey(p, f) ? "\x01free" : f.buf, key);
     AppendField(f.seen.size(), key);
     for (const std::string& k : f.seen) AppendBytes(k, key);
     key->push_back(';');

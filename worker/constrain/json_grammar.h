@@ -115,6 +115,11 @@ class JsonMatcher {
   // The state as bytes: two matchers of one grammar with equal keys accept the same
   // continuations (what a mask cache is keyed by).
   std::string Key() const;
+  // Inside a string's contents on every stack, between characters, where any "plain"
+  // text is accepted: bytes 0x20-0x7e but '"' and '\\', and whole UTF-8 characters.
+  // Returns how many more code points the strings take (UINT64_MAX: no limit), or 0
+  // when the state is not such a place.
+  uint64_t PlainTextRoom() const;
 
   // One open value: a value not started yet, or an object, array, string, number or
   // literal being read (json_grammar.cc names the kinds and phases).

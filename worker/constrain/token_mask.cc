@@ -7,51 +7,105 @@
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
 #include "common/status.h"
+#include "common/utf8.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
 
 namespace gantry::constrain {
 
-Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<bool> special)
-    : bytes_(std::move(bytes)), special_(std::move(special)) {
-  if (!special_.empty()) special_.resize(bytes_.size(), false);
-  // Ids sorted by their bytes: a trie's depth-first order, equal byte strings adjacent.
-  std::vector<int32_t> order;
-  for (int32_t id = 0; id < size(); ++id) {
-    if (!bytes_[id].empty() && !this->special(id)) order.push_back(id);
+namespace {
+
+// Code points of `bytes` when it is only plain text (JsonMatcher::PlainTextRoom):
+// printable ASCII but '"' and '\\', and whole UTF-8 characters; 0 otherwise.
+uint8_t PlainCodePoints(const std::string& bytes) {
+  size_t cps = 0;
+  for (size_t i = 0; i < bytes.size();) {
+    const uint8_t b = static_cast<uint8_t>(bytes[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == 0x7f || b == '"' || b == '\\') return 0;
+      ++i;
+    } else {
+      const size_t n = Utf8SequenceLength(bytes, i);
+      if (n == 0) return 0;
+      i += n;
+    }
+    ++cps;
   }
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return bytes_[a] != bytes_[b] ? bytes_[a] < bytes_[b] : a < b;
+  return static_cast<uint8_t>(std::min<size_t>(cps, 255));
+}
+
+}  // namespace
+
+void Vocabulary::Trie::Build(const std::vector<std::string>& bytes, std::vector<int32_t> members) {
+  // Sorted by their bytes: a trie's depth-first order, equal byte strings adjacent.
+  std::sort(members.begin(), members.end(), [&](int32_t a, int32_t b) {
+    return bytes[a] != bytes[b] ? bytes[a] < bytes[b] : a < b;
   });
-  ids_ = order;
+  ids = members;
   std::vector<uint32_t> path;  // trie node at each depth of the previous token
   const std::string* previous = nullptr;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const std::string& b = bytes_[order[i]];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string& b = bytes[ids[i]];
     size_t common = 0;
     if (previous != nullptr) {
       while (common < previous->size() && common < b.size() && (*previous)[common] == b[common]) ++common;
     }
     path.resize(common);
     for (size_t d = common; d < b.size(); ++d) {
-      path.push_back(static_cast<uint32_t>(trie_.size()));
-      trie_.push_back({static_cast<uint8_t>(b[d]), static_cast<uint16_t>(d + 1), 0, 0, 0});
+      path.push_back(static_cast<uint32_t>(nodes.size()));
+      nodes.push_back({static_cast<uint8_t>(b[d]), static_cast<uint16_t>(d + 1), 0, 0, 0});
     }
-    TrieNode& last = trie_[path.back()];
+    Node& last = nodes[path.back()];
     if (last.n_ids == 0) last.first_id = static_cast<uint32_t>(i);
     ++last.n_ids;
-    max_depth_ = std::max(max_depth_, static_cast<int>(b.size()));
+    max_depth = std::max(max_depth, static_cast<int>(b.size()));
     previous = &b;
   }
   // A node's subtree ends at the next node no deeper than it.
   std::vector<uint32_t> open;
-  for (uint32_t i = 0; i < trie_.size(); ++i) {
-    while (!open.empty() && trie_[open.back()].depth >= trie_[i].depth) {
-      trie_[open.back()].end = i;
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    while (!open.empty() && nodes[open.back()].depth >= nodes[i].depth) {
+      nodes[open.back()].end = i;
       open.pop_back();
     }
     open.push_back(i);
   }
-  for (uint32_t i : open) trie_[i].end = static_cast<uint32_t>(trie_.size());
+  for (uint32_t i : open) nodes[i].end = static_cast<uint32_t>(nodes.size());
+}
+
+void Vocabulary::Trie::Walk(const JsonMatcher& matcher, TokenBits* bits) const {
+  std::vector<JsonMatcher> at(max_depth + 1, matcher);  // the matcher after each depth's byte
+  for (uint32_t i = 0; i < nodes.size();) {
+    const Node& node = nodes[i];
+    JsonMatcher& here = at[node.depth];
+    here = at[node.depth - 1];
+    if (!here.Feed(node.byte)) {
+      i = node.end;
+      continue;
+    }
+    for (uint32_t k = 0; k < node.n_ids; ++k) {
+      const int32_t id = ids[node.first_id + k];
+      (*bits)[id / 64] |= uint64_t{1} << (id % 64);
+    }
+    ++i;
+  }
+}
+
+Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<bool> special)
+    : bytes_(std::move(bytes)), special_(std::move(special)), plain_cps_(bytes_.size(), 0) {
+  if (!special_.empty()) special_.resize(bytes_.size(), false);
+  std::vector<int32_t> all, other;
+  for (int32_t id = 0; id < size(); ++id) {
+    if (bytes_[id].empty() || this->special(id)) continue;
+    all.push_back(id);
+    plain_cps_[id] = PlainCodePoints(bytes_[id]);
+    if (plain_cps_[id] != 0) {
+      plain_ids_.push_back(id);
+    } else {
+      other.push_back(id);
+    }
+  }
+  all_.Build(bytes_, std::move(all));
+  other_.Build(bytes_, std::move(other));
 }
 
 std::shared_ptr<const Vocabulary> Vocabulary::FromTokenizer(const tokenizer::Tokenizer& tokenizer) {
@@ -90,21 +144,15 @@ std::shared_ptr<const Vocabulary> Vocabulary::FromTokenizer(const tokenizer::Tok
 }
 
 void Vocabulary::AllowedBy(const JsonMatcher& matcher, TokenBits* bits) const {
-  std::vector<JsonMatcher> at(max_depth_ + 1, matcher);  // the matcher after each depth's byte
-  for (uint32_t i = 0; i < trie_.size();) {
-    const TrieNode& node = trie_[i];
-    JsonMatcher& here = at[node.depth];
-    here = at[node.depth - 1];
-    if (!here.Feed(node.byte)) {
-      i = node.end;
-      continue;
-    }
-    for (uint32_t k = 0; k < node.n_ids; ++k) {
-      const int32_t id = ids_[node.first_id + k];
-      (*bits)[id / 64] |= uint64_t{1} << (id % 64);
-    }
-    ++i;
+  const uint64_t room = matcher.PlainTextRoom();
+  if (room == 0) {
+    all_.Walk(matcher, bits);
+    return;
   }
+  for (int32_t id : plain_ids_) {
+    if (plain_cps_[id] <= room) (*bits)[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  other_.Walk(matcher, bits);
 }
 
 const TokenBits& MaskCache::Get(const Vocabulary& vocabulary, uint64_t grammar_id, const JsonMatcher& matcher) {

@@ -50,21 +50,34 @@ class Vocabulary {
   bool special(int32_t id) const { return !special_.empty() && special_[id]; }
 
   // The tokens `matcher` accepts whole, ORed into `bits` (sized for this vocabulary).
+  // Inside a string (JsonMatcher::PlainTextRoom) the plain tokens are taken by their
+  // code point counts and only the others are walked.
   void AllowedBy(const JsonMatcher& matcher, TokenBits* bits) const;
 
+  // A token of only plain text (see PlainTextRoom), and its code points (at most 255).
+  bool plain(int32_t id) const { return plain_cps_[id] != 0; }
+
  private:
-  // The trie in depth-first order: a node's subtree is the nodes up to `end`.
-  struct TrieNode {
-    uint8_t byte;
-    uint16_t depth;  // 1 for a first byte
-    uint32_t end;
-    uint32_t first_id, n_ids;  // into ids_
+  // A byte trie in depth-first order: a node's subtree is the nodes up to `end`.
+  struct Trie {
+    struct Node {
+      uint8_t byte;
+      uint16_t depth;  // 1 for a first byte
+      uint32_t end;
+      uint32_t first_id, n_ids;  // into ids
+    };
+    std::vector<Node> nodes;
+    std::vector<int32_t> ids;
+    int max_depth = 0;
+    void Build(const std::vector<std::string>& bytes, std::vector<int32_t> members);
+    void Walk(const JsonMatcher& matcher, TokenBits* bits) const;
   };
   std::vector<std::string> bytes_;
   std::vector<bool> special_;
-  std::vector<TrieNode> trie_;
-  std::vector<int32_t> ids_;
-  int max_depth_ = 0;
+  std::vector<uint8_t> plain_cps_;  // 0: not plain
+  std::vector<int32_t> plain_ids_;
+  Trie all_;    // every token that can be allowed
+  Trie other_;  // those that are not plain
 };
 
 // Masks by (grammar, matcher state), least recently used evicted past `max_bytes`.
