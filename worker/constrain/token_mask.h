@@ -120,6 +120,9 @@ class Constraint {
 
   bool active() const { return active_; }
   bool complete() const { return active_ && matcher_.Complete(); }
+  // Whether it waited for a trigger.
+  bool started_late() const { return !trigger_.empty(); }
+  const JsonGrammar& grammar() const { return *grammar_; }
 
  private:
   std::shared_ptr<const Vocabulary> vocabulary_;

@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/error_codes.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/json_schema.h"
 #include "common/sha256.h"
 #include "common/status.h"
 #include "tokenizer-svc/conversation/prompt.h"
+#include "worker/constrain/json_grammar.h"
 #include "worker/server/sampler.h"
 #include "worker/toolcall/tool_call_stream.h"
 #include "worker/toolcall/tool_protocol.h"
@@ -83,6 +86,47 @@ SequenceState NextSequenceState(SequenceState state, SequenceEvent event) {
   return state;
 }
 
+// Compiled response formats (by their type and schema text) and the masks of their
+// states, shared by every sequence of the engine.
+struct Engine::Constraints {
+  static constexpr size_t kMaxGrammars = 256;
+  struct Compiled {
+    std::shared_ptr<const constrain::JsonGrammar> grammar;
+    uint64_t id;
+  };
+  std::shared_ptr<const constrain::Vocabulary> vocabulary;
+  constrain::MaskCache masks;
+  std::map<std::string, Compiled> grammars;
+  uint64_t next_id = 1;
+
+  absl::StatusOr<std::unique_ptr<constrain::Constraint>> For(const v1::ResponseFormat& format,
+                                                             const ServingBundle& bundle, std::string trigger) {
+    if (vocabulary == nullptr) {
+      vocabulary = bundle.vocabulary ? bundle.vocabulary : constrain::Vocabulary::FromTokenizer(*bundle.tokenizer);
+    }
+    const std::string key = absl::StrCat(static_cast<int>(format.type()), ":", format.schema_json());
+    auto it = grammars.find(key);
+    if (it == grammars.end()) {
+      std::shared_ptr<const constrain::JsonGrammar> grammar;
+      if (format.type() == v1::OUTPUT_JSON_OBJECT) {
+        grammar = constrain::JsonGrammar::AnyObject();
+      } else if (format.type() == v1::OUTPUT_JSON_SCHEMA) {
+        auto schema = json_schema::Schema::CompileText(format.schema_json());
+        if (!schema.ok()) return WithParam(schema.status(), "response_format.json_schema.schema");
+        auto compiled = constrain::JsonGrammar::Compile(*std::move(schema), constrain::Fidelity::kExact);
+        if (!compiled.ok()) return WithParam(compiled.status(), "response_format.json_schema.schema");
+        grammar = *std::move(compiled);
+      } else {
+        return WithParam(ReasonError("unsupported_parameter", "unknown response_format type"), "response_format.type");
+      }
+      if (grammars.size() >= kMaxGrammars) grammars.clear();
+      it = grammars.emplace(key, Compiled{std::move(grammar), next_id++}).first;
+    }
+    return std::make_unique<constrain::Constraint>(vocabulary, it->second.grammar, it->second.id, &masks,
+                                                   bundle.stop_ids, std::move(trigger));
+  }
+};
+
 // One request from Add() to its terminal event.
 class Engine::Sequence {
  public:
@@ -100,7 +144,7 @@ class Engine::Sequence {
   uint64_t attached_at() const { return attached_at_; }
 
   // WAITING, first seen: the checks before any work. False when the request ended.
-  bool Admit(int capacity);
+  bool Admit(int capacity, Constraints* constraints);
   // WAITING -> PREFILLING with a cache of `pool`, reusing the longest prefix its
   // principal has there; `order` ranks it among the attached (the newest is preempted
   // first).
@@ -122,6 +166,7 @@ class Engine::Sequence {
   void Finish(v1::FinishReason reason, const absl::Status& status);
   // The generation's end: held-back text, the tool-call stream's end, the terminal.
   void Conclude(v1::FinishReason reason, bool hit_stop_string);
+  absl::Status CheckFormat() const;
   // One decode step on the logits of the last token evaluated.
   void Decide(const std::vector<float>& logits);
   void SendText(size_t end);
@@ -151,6 +196,7 @@ class Engine::Sequence {
   absl::Status calls_status_;
   std::vector<v1::StreamEvent> out_;
   std::optional<Sampler> sampler_;
+  std::unique_ptr<constrain::Constraint> constraint_;  // under a response_format
   std::optional<tokenizer::StreamDecoder> decoder_;
   std::vector<int32_t> forced_;  // the scripted test double's tokens
   size_t forced_next_ = 0;
@@ -191,7 +237,7 @@ void Engine::Sequence::Finish(v1::FinishReason reason, const absl::Status& statu
   emit_(std::move(e), usage_.completion_tokens());
 }
 
-bool Engine::Sequence::Admit(int capacity) {
+bool Engine::Sequence::Admit(int capacity, Constraints* constraints) {
   admitted_ = true;
   // 1. Tools need a declared protocol; checked before any rendering or generation.
   if (request_.tools_size() > 0 && bundle_.identity.tool_protocol().empty()) {
@@ -278,6 +324,24 @@ bool Engine::Sequence::Admit(int capacity) {
   }
   sampling.seed = sp.has_seed() ? sp.seed() : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   sampler_.emplace(sampling, prompt_);
+  // 5. The output's constraint: from the first token, or from the end of a reasoning
+  // section the prompt opened.
+  if (request_.response_format().type() != v1::OUTPUT_TEXT) {
+    if (request_.tools_size() > 0) {
+      Finish(v1::FINISH_ERROR, WithParam(ReasonError("unsupported_parameter",
+                                                     "response_format together with tools is not "
+                                                     "supported yet: send one or the other"),
+                                         "response_format"));
+      return false;
+    }
+    auto constraint = constraints->For(request_.response_format(), bundle_,
+                                       parser_options.starts_in_reasoning ? "</think>" : "");
+    if (!constraint.ok()) {
+      Finish(v1::FINISH_ERROR, constraint.status());
+      return false;
+    }
+    constraint_ = std::move(*constraint);
+  }
   decoder_.emplace(bundle_.tokenizer, /*skip_special=*/true);
   for (const auto& stop : request_.stop()) longest_stop_ = std::max(longest_stop_, stop.size());
   return true;
@@ -392,10 +456,20 @@ void Engine::Sequence::Decide(const std::vector<float>& logits) {
     return;
   }
   int32_t token;
+  const std::vector<uint64_t>* allowed = constraint_ ? constraint_->Allowed() : nullptr;
   if (bundle_.script) {
     token = forced_next_ < forced_.size() ? forced_[forced_next_++] : bundle_.stop_ids.front();
   } else {
-    token = sampler_->Sample(logits);
+    token = sampler_->Sample(logits, allowed);
+  }
+  if (constraint_) {
+    absl::Status fits = token < 0 ? ReasonError("invalid_output", "the constraint allows no token here")
+                                  : constraint_->Accept(token);
+    if (!fits.ok()) {
+      calls_status_ = fits;
+      Conclude(v1::FINISH_ERROR, false);
+      return;
+    }
   }
   if (std::find(bundle_.stop_ids.begin(), bundle_.stop_ids.end(), token) != bundle_.stop_ids.end()) {
     Conclude(v1::FINISH_STOP, false);
@@ -429,6 +503,30 @@ void Engine::Sequence::Decide(const std::vector<float>& logits) {
   next_token_ = token;
 }
 
+// The answer under a response_format, checked again: the constraint's value is whole,
+// it parses, and it validates against the schema.
+absl::Status Engine::Sequence::CheckFormat() const {
+  if (!constraint_->complete()) {
+    return ReasonError("invalid_output", "the answer ended before its JSON value was complete");
+  }
+  absl::string_view answer = text_;
+  if (const size_t end = answer.rfind("</think>"); end != absl::string_view::npos && constraint_->started_late()) {
+    answer.remove_prefix(end + 8);
+  }
+  auto value = json::Parse(answer);
+  if (!value.ok()) return ReasonError("invalid_output", absl::StrCat("the answer is not JSON: ", value.status().message()));
+  const json_schema::Schema& schema = constraint_->grammar().schema();
+  if (request_.response_format().type() == v1::OUTPUT_JSON_OBJECT && !value->is_object()) {
+    return ReasonError("invalid_output", "the answer is not a JSON object");
+  }
+  auto violations = schema.Validate(*value);
+  if (!violations.empty()) {
+    return ReasonError("invalid_output", absl::StrCat("the answer does not validate: ",
+                                                      json_schema::JoinViolations(violations)));
+  }
+  return absl::OkStatus();
+}
+
 void Engine::Sequence::Conclude(v1::FinishReason reason, bool hit_stop_string) {
   if (!hit_stop_string && reason != v1::FINISH_CANCELLED) {
     // Held-back text that never became a stop string belongs to the output.
@@ -439,6 +537,7 @@ void Engine::Sequence::Conclude(v1::FinishReason reason, bool hit_stop_string) {
     calls_status_ = calls_->Finish(&out_);
     EmitAll();
   }
+  if (calls_status_.ok() && reason == v1::FINISH_STOP && constraint_) calls_status_ = CheckFormat();
   timings_.set_decode_us(MicrosSince(decode_start_));
   if (reason == v1::FINISH_CANCELLED) {
     Finish(reason, ReasonError("cancelled", "the request was cancelled"));
@@ -457,7 +556,8 @@ Engine::Engine(const ServingBundle& bundle, int capacity, int slots, int threads
       slots_(std::max(1, slots)),
       pool_(bundle.model->config(), KvBlocks(bundle.model->config(), capacity, slots_, kv_bytes, kv_type), kv_type),
       thread_pool_(threads > 1 ? std::make_unique<kernels::ThreadPool>(threads) : nullptr),
-      forward_(*bundle.model, ForwardOptions(thread_pool_.get())) {
+      forward_(*bundle.model, ForwardOptions(thread_pool_.get())),
+      constraints_(std::make_unique<Constraints>()) {
   PublishKvStatus();
 }
 
@@ -495,7 +595,7 @@ void Engine::Step() {
   }
   for (auto& s : sequences_) {
     if (s->state() != SequenceState::kWaiting) continue;
-    if (!s->admitted() && !s->Admit(capacity_)) continue;
+    if (!s->admitted() && !s->Admit(capacity_, constraints_.get())) continue;
     if (attached >= slots_) break;
     if (attached > 0 && pool_.available() < model::KvPool::BlocksFor(s->feed_size() + 1)) break;
     s->Attach(&pool_, capacity_, ++attach_count_);

@@ -23,12 +23,17 @@
 // tool protocol fail at once (tool_protocol_undeclared); render the template (a failure
 // is template_render_failed, never a fallback); tokenize with the template's special
 // tokens parsed and the client's text kept as text (tokenizer-svc/conversation/prompt.h);
-// check prompt + max_tokens against a sequence's capacity (context_length_exceeded).
-// Then a slot and a cache that starts with the longest prefix of the prompt the pool
+// check prompt + max_tokens against a sequence's capacity (context_length_exceeded);
+// compile a response_format's schema (unsupported_parameter for an assertion the
+// constraint engine cannot enforce; response_format with tools is refused so too, until
+// tool calls have their grammar). Then a slot and a cache that starts with the longest prefix of the prompt the pool
 // holds for the same principal (never another principal's: blocks are keyed by their
 // tenant), shared or copied; that prefix is reused (cached_prompt_tokens). A
 // sequence generates until EOS, a stop string, max_tokens, an invalid tool call, or
-// cancellation, which is read before every step the sequence takes part in (a cancel
+// cancellation. Under a response_format every token is drawn from the constraint's
+// mask (worker/constrain/token_mask.h; from the end of the reasoning when the prompt
+// opened it), a stop token only once the value is whole, and an answer that ends
+// (FINISH_STOP) is parsed and validated again: a failure is invalid_output. Cancellation is which is read before every step the sequence takes part in (a cancel
 // lands within one chunk or one decode step).
 //
 // Exactly one terminal event ends every request, with usage, timings and the bundle
@@ -56,6 +61,7 @@
 #include "gantry/v1/inference.pb.h"
 #include "tokenizer-svc/jinja/chat_template.h"
 #include "tokenizer-svc/tokenizer/tokenizer.h"
+#include "worker/constrain/token_mask.h"
 #include "worker/kernels/thread_pool.h"
 #include "worker/model/forward.h"
 #include "worker/model/model.h"
@@ -73,6 +79,9 @@ struct ServingBundle {
   std::vector<int32_t> stop_ids;
   // Test double: when set, outputs are forced (see script.h).
   const Script* script = nullptr;
+  // The tokenizer's vocabulary as bytes, for constrained output (response_format).
+  // Null: the engine builds it from `tokenizer` when first needed.
+  std::shared_ptr<const constrain::Vocabulary> vocabulary;
 };
 
 enum class SequenceState { kWaiting, kPrefilling, kDecoding, kFinished };
@@ -145,6 +154,8 @@ class Engine {
 
  private:
   class Sequence;
+  // Compiled response formats and their masks, shared by the sequences.
+  struct Constraints;
 
   // The running sequence attached last, or null.
   Sequence* Newest() const;
@@ -156,6 +167,7 @@ class Engine {
   model::KvPool pool_;  // before sequences_: their caches release into it
   std::unique_ptr<kernels::ThreadPool> thread_pool_;  // before forward_: it uses it
   model::Forward forward_;
+  std::unique_ptr<Constraints> constraints_;
   std::deque<std::unique_ptr<Sequence>> sequences_;  // in the order they were added
   uint64_t attach_count_ = 0;
   std::atomic<int64_t> preemptions_{0};

@@ -34,36 +34,49 @@ const std::vector<float>& Sampler::Adjust(const std::vector<float>& logits) {
   return adjusted_;
 }
 
-int32_t Sampler::Sample(const std::vector<float>& raw) {
-  const int32_t token = Draw(Adjust(raw));
-  if (adjusts_) {
+int32_t Sampler::Sample(const std::vector<float>& raw, const std::vector<uint64_t>* allowed) {
+  const int32_t token = Draw(Adjust(raw), allowed);
+  if (token >= 0 && adjusts_) {
     if (config_.repetition_penalty != 1.0f) seen_.insert(token);
     ++output_counts_[token];
   }
   return token;
 }
 
-int32_t Sampler::Draw(const std::vector<float>& logits) {
+int32_t Sampler::Draw(const std::vector<float>& logits, const std::vector<uint64_t>* allowed) {
   const int n = static_cast<int>(logits.size());
+  auto ok = [allowed](int i) {
+    return allowed == nullptr || (static_cast<size_t>(i) / 64 < allowed->size() && ((*allowed)[i / 64] >> (i % 64)) & 1);
+  };
   if (config_.temperature <= 0.0f) {
-    int32_t best = 0;
-    for (int i = 1; i < n; ++i) {
-      if (logits[i] > logits[best]) best = i;
+    int32_t best = -1;
+    for (int i = 0; i < n; ++i) {
+      if (ok(i) && (best < 0 || logits[i] > logits[best])) best = i;
     }
     return best;
   }
   candidates_.clear();
   candidates_.reserve(n);
-  for (int i = 0; i < n; ++i) candidates_.emplace_back(logits[i], i);
+  for (int i = 0; i < n; ++i) {
+    if (ok(i)) candidates_.emplace_back(logits[i], i);
+  }
+  if (candidates_.empty()) return -1;
   auto by_logit = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
   size_t keep = candidates_.size();
   if (config_.top_k > 0 && static_cast<size_t>(config_.top_k) < keep) keep = config_.top_k;
-  std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
-  candidates_.resize(keep);
-  // Softmax with temperature over the kept candidates (sorted, best first).
-  const float max = candidates_[0].first;
+  // Only top-k and top-p need the candidates in order (best first); without them they
+  // stay in id order and the draw is one pass (a sort of a 151k vocabulary per token
+  // cost more than a small model's forward pass).
+  const bool ordered = keep < candidates_.size() || config_.top_p < 1.0f;
+  if (ordered) {
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+    candidates_.resize(keep);
+  }
+  // Softmax with temperature over the kept candidates.
+  float max = candidates_[0].first;
+  for (const auto& c : candidates_) max = std::max(max, c.first);
   double sum = 0;
   for (auto& c : candidates_) {
     c.first = static_cast<float>(std::exp((c.first - max) / config_.temperature));
@@ -83,10 +96,11 @@ int32_t Sampler::Draw(const std::vector<float>& logits) {
     candidates_.resize(cut);
   }
   if (config_.min_p > 0.0f) {
-    const float floor = candidates_[0].first * config_.min_p;
-    size_t cut = 1;
-    while (cut < candidates_.size() && candidates_[cut].first >= floor) ++cut;
-    candidates_.resize(cut);
+    // The best candidate's probability is exp(0) / sum.
+    const float floor = static_cast<float>(config_.min_p / sum);
+    candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
+                                     [floor](const std::pair<float, int32_t>& c) { return c.first < floor; }),
+                      candidates_.end());
   }
   double total = 0;
   for (const auto& c : candidates_) total += c.first;

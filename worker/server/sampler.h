@@ -4,8 +4,9 @@
 // Order of operations (as llama.cpp's default chain applies them): the logits
 // adjusted (below), top-k, then temperature-scaled softmax, then top-p (smallest
 // prefix with cumulative probability >= p), then min-p (drop tokens below min_p x the
-// best probability), renormalise, draw. temperature <= 0 means greedy (argmax of the
-// adjusted logits; ties to the lower id).
+// best probability), renormalise, draw (over the kept tokens best first when top-k or
+// top-p ordered them, else in id order: no sort). temperature <= 0 means greedy (argmax
+// of the adjusted logits; ties to the lower id).
 //
 // Adjustments, with vLLM's meanings: logit_bias added to its tokens' logits; the
 // repetition penalty r for every token of the prompt or of the output so far (a
@@ -43,13 +44,16 @@ class Sampler {
  public:
   // `prompt`: the tokens the repetition penalty counts before any output.
   explicit Sampler(const SamplingConfig& config, const std::vector<int32_t>& prompt = {});
-  int32_t Sample(const std::vector<float>& logits);
+  // `allowed` (one bit per token id, worker/constrain's TokenBits), when set, is the
+  // constraint's mask: applied after the adjustments and before everything else, as if
+  // every other token's logit were -infinity. -1 when it allows no token.
+  int32_t Sample(const std::vector<float>& logits, const std::vector<uint64_t>* allowed = nullptr);
 
  private:
   // The logits with the adjustments applied (into adjusted_), or `logits` itself.
   const std::vector<float>& Adjust(const std::vector<float>& logits);
-  // A token from `logits` (greedy, or filtered and drawn).
-  int32_t Draw(const std::vector<float>& logits);
+  // A token from `logits` (greedy, or filtered and drawn) among the allowed.
+  int32_t Draw(const std::vector<float>& logits, const std::vector<uint64_t>* allowed);
 
   SamplingConfig config_;
   bool adjusts_ = false;

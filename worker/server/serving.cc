@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<LoadedBundle>> LoadedBundle::Load(const std::stri
   if (s.stop_ids.empty()) {
     return absl::FailedPreconditionError("the bundle's tokenizer has no end-of-generation token");
   }
+  s.vocabulary = constrain::Vocabulary::FromTokenizer(*b->tokenizer_);
   if (!script_path.empty()) {
     GANTRY_ASSIGN_OR_RETURN(Script script, Script::Load(script_path));
     b->script_ = std::make_unique<Script>(std::move(script));
