@@ -131,6 +131,9 @@ absl::StatusOr<GrpcChat> CheckGrpcChatRequest(const v1::ChatRequest& chat) {
   if (req.prompt_cache_key().size() > 256 || !IsValidUtf8(req.prompt_cache_key())) {
     return Invalid("request.prompt_cache_key", "at most 256 bytes of UTF-8");
   }
+  if (auto format = openai::CheckResponseFormat(req.response_format(), "request.response_format"); !format.ok()) {
+    return format;
+  }
   if (req.messages_size() == 0) return Invalid("request.messages", "at least one message");
   for (int i = 0; i < req.messages_size(); ++i) {
     auto s = CheckMessage(req.mutable_messages(i), absl::StrCat("request.messages[", i, "]"));

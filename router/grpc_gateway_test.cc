@@ -313,6 +313,18 @@ TEST_F(GrpcGatewayTest, RefusalsBeforeAdmissionAreStatusesWithTheReason) {
     EXPECT_EQ(r.error_code, "unsupported_parameter") << which << " " << r.status.error_message();
   }
 
+  // A response format the worker could not enforce is refused before admission, as on
+  // HTTP.
+  bad = Request();
+  bad.mutable_request()->mutable_response_format()->set_type(v1::OUTPUT_JSON_SCHEMA);
+  bad.mutable_request()->mutable_response_format()->set_name("n");
+  bad.mutable_request()->mutable_response_format()->set_schema_json(R"({"type":"string","pattern":"x"})");
+  r = Chat(bad);
+  EXPECT_EQ(r.error_code, "unsupported_parameter") << r.status.error_message();
+  bad.mutable_request()->mutable_response_format()->set_type(v1::OUTPUT_TEXT);
+  r = Chat(bad);
+  EXPECT_EQ(r.error_code, "invalid_request") << r.status.error_message();
+
   // A field this gantry.v1 does not know (a later client's), at any depth, is refused
   // unread, never dropped.
   for (int where = 0; where < 2; ++where) {

@@ -171,7 +171,7 @@ const std::vector<FieldRule>& ChatCompletionFields() {
       {"reasoning_effort", nullptr},
       {"store", nullptr},            // false: Gantry stores no completions
       {"prompt_cache_key", nullptr}, // the worker that served the key's last request
-      {"response_format", nullptr},  // {"type": "text"}
+      {"response_format", nullptr},  // text, json_object, json_schema (constrained)
       {"logprobs", nullptr},         // false
       {"top_logprobs", nullptr},     // 0
       {"modalities", nullptr},       // ["text"]
@@ -201,15 +201,6 @@ namespace {
 // The fields implemented for some of their values: the others are refused.
 absl::Status CheckOnlyImplementedValues(const Value& root) {
   GANTRY_RETURN_IF_ERROR(CheckSharedValues(root, "completions"));
-  if (const Value* format = Field(root, "response_format")) {
-    const Value* type = format->is_object() ? Field(*format, "type") : nullptr;
-    if (type == nullptr || !type->is_string()) return WrongType("response_format", "{\"type\": ...}", *format);
-    if (type->as_string() != "text") {
-      return Unsupported("response_format.type",
-                         absl::StrCat(Quoted(type->as_string()), " is not supported yet: only \"text\""));
-    }
-    if (format->members().size() > 1) return Unsupported("response_format", "only {\"type\": \"text\"}");
-  }
   if (const Value* logprobs = Field(root, "logprobs")) {
     auto b = GetBool(*logprobs, "logprobs");
     if (!b.ok()) return b.status();
@@ -335,6 +326,9 @@ absl::StatusOr<ChatCompletionRequest> ParseChatCompletionRequest(absl::string_vi
     if (*count != 1) return Unsupported("n", "only n = 1 is supported");
   }
   GANTRY_RETURN_IF_ERROR(ParseSampling(root, &req));
+  if (const Value* format = Field(root, "response_format")) {
+    GANTRY_RETURN_IF_ERROR(ParseResponseFormat(*format, "response_format", /*nested=*/true, &req));
+  }
   if (const Value* effort = Field(root, "reasoning_effort")) {
     auto s = GetString(*effort, "reasoning_effort");
     if (!s.ok()) return s.status();

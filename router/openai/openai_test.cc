@@ -275,8 +275,15 @@ TEST(ChatRequest, EveryOpenAiFieldIsImplementedOrRefused) {
   for (const auto& [field, json] : std::vector<std::pair<std::string, std::string>>{
            {"n", R"("n": 2)"},
            {"store", R"("store": true)"},
-           {"response_format.type", R"("response_format": {"type": "json_object"})"},
-           {"response_format.type", R"("response_format": {"type": "json_schema", "json_schema": {}})"},
+           {"response_format.type", R"("response_format": {"type": "grammar"})"},
+           {"response_format.json_schema.schema",
+            R"("response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema":
+                {"type": "string", "pattern": "^a"}}})"},
+           {"response_format.json_schema.description",
+            R"("response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {},
+                "description": "an a"}})"},
+           {"response_format.json_schema.examples",
+            R"("response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {}, "examples": []}})"},
            {"logprobs", R"("logprobs": true)"},
            {"top_logprobs", R"("top_logprobs": 2)"},
            {"modalities[1]", R"("modalities": ["text", "audio"])"},
@@ -705,7 +712,10 @@ TEST(ResponsesRequest, Errors) {
                              "name": "f", "arguments": "[1]"}]})", "invalid_request",
                          "input[0].arguments");
   ExpectResponsesInvalid(R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema"}}})",
-                         "unsupported_parameter", "text.format.type");
+                         "invalid_request", "text.format.name: required");
+  ExpectResponsesInvalid(R"({"model": "m", "input": "x", "text": {"format": {"type": "json_schema",
+                             "name": "n", "schema": {"type": "array", "uniqueItems": true}}}})",
+                         "unsupported_parameter", "does not enforce `uniqueItems`");
   for (const char* body : {R"({"model": "m", "input": "x", "store": true})",
                            R"({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]})",
                            R"({"model": "m", "input": "x", "truncation": "auto"})",
@@ -890,6 +900,52 @@ TEST(ChatResponse, Models) {
             R"("context_length":4096,"max_output_tokens":256},)"
             R"({"id":"b","object":"model","created":5,"owned_by":"gantry",)"
             R"("context_length":32768,"max_output_tokens":1024}]})");
+}
+
+// response_format / text.format: the three formats, mapped to what the worker
+// constrains; a schema's errors name its field.
+TEST(OpenAiTest, OutputFormatsMapToTheWorkersConstraint) {
+  const std::string base = R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )";
+  auto object = ParseChatCompletionRequest(base + R"("response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(object->request.response_format().type(), v1::OUTPUT_JSON_OBJECT);
+  auto schema = ParseChatCompletionRequest(base + R"("response_format": {"type": "json_schema",
+      "json_schema": {"name": "person", "strict": true,
+                      "schema": {"type": "object", "properties": {"age": {"type": "integer"}},
+                                 "required": ["age"], "additionalProperties": false}}}})");
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  const v1::ResponseFormat& f = schema->request.response_format();
+  EXPECT_EQ(f.type(), v1::OUTPUT_JSON_SCHEMA);
+  EXPECT_EQ(f.name(), "person");
+  EXPECT_TRUE(f.strict());
+  EXPECT_EQ(f.schema_json(),
+            R"({"type":"object","properties":{"age":{"type":"integer"}},"required":["age"],"additionalProperties":false})");
+  auto text = ParseChatCompletionRequest(base + R"("response_format": {"type": "text"}})");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->request.response_format().type(), v1::OUTPUT_TEXT);
+  for (const auto& [json, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("response_format": {"type": "json_schema"})", "response_format.json_schema"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {}}})",
+            "response_format.json_schema.name"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}})",
+            "response_format.json_schema.name"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"name": "a"}})",
+            "response_format.json_schema.schema"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": 5}}})",
+            "response_format.json_schema.schema"},
+           {R"("response_format": {"type": "json_object", "schema": {}})", "response_format.schema"}}) {
+    auto refused = ParseChatCompletionRequest(base + json + "}");
+    EXPECT_FALSE(refused.ok()) << json;
+    EXPECT_EQ(ParamOf(refused.status()), param) << json << ": " << refused.status();
+    EXPECT_EQ(HttpStatusFor(refused.status()), 400);
+  }
+  // The Responses API's flat form, echoed in the response object.
+  auto responses = ParseResponsesRequest(R"({"model": "m", "input": "x", "text": {"format":
+      {"type": "json_schema", "name": "n", "schema": {"enum": [1, 2]}}}})");
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  EXPECT_EQ(responses->chat.request.response_format().type(), v1::OUTPUT_JSON_SCHEMA);
+  EXPECT_EQ(responses->chat.request.response_format().schema_json(), R"({"enum":[1,2]})");
+  ASSERT_NE(responses->echo.Find("text"), nullptr);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "router/openai/request_fields.h"
 
 #include "common/utf8.h"
+#include "worker/constrain/json_grammar.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/error_codes.h"
+#include "common/json_schema.h"
 #include "common/status.h"
 
 namespace gantry::openai {
@@ -58,6 +60,78 @@ absl::Status CheckMembers(const Value& object, absl::string_view path,
     return Unsupported(absl::StrCat(path, ".", key.size() <= 64 ? key : Quoted(key)),
                        absl::StrCat("not a field Gantry implements here (", absl::StrJoin(known, ", "), ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParseResponseFormat(const Value& format, absl::string_view path, bool nested,
+                                 v1::InferenceRequest* out) {
+  const Value* type = format.is_object() ? Field(format, "type") : nullptr;
+  if (type == nullptr || !type->is_string()) return WrongType(path, "{\"type\": ...}", format);
+  const std::string type_path = absl::StrCat(path, ".type");
+  v1::ResponseFormat* f = out->mutable_response_format();
+  if (type->as_string() == "text" || type->as_string() == "json_object") {
+    GANTRY_RETURN_IF_ERROR(CheckMembers(format, path, {"type"}));
+    f->set_type(type->as_string() == "text" ? v1::OUTPUT_TEXT : v1::OUTPUT_JSON_OBJECT);
+    return absl::OkStatus();
+  }
+  if (type->as_string() != "json_schema") {
+    return Unsupported(type_path, absl::StrCat(Quoted(type->as_string()),
+                                               " is not a format: \"text\", \"json_object\" or \"json_schema\""));
+  }
+  std::string spec_path(path);
+  const Value* spec = &format;
+  if (nested) {
+    GANTRY_RETURN_IF_ERROR(CheckMembers(format, path, {"type", "json_schema"}));
+    spec_path = absl::StrCat(path, ".json_schema");
+    spec = Field(format, "json_schema");
+    if (spec == nullptr) return Invalid(spec_path, "required with type \"json_schema\"");
+    if (!spec->is_object()) return WrongType(spec_path, "an object", *spec);
+    GANTRY_RETURN_IF_ERROR(CheckMembers(*spec, spec_path, {"name", "schema", "strict", "description"}));
+  } else {
+    GANTRY_RETURN_IF_ERROR(CheckMembers(format, path, {"type", "name", "schema", "strict", "description"}));
+  }
+  f->set_type(v1::OUTPUT_JSON_SCHEMA);
+  const Value* name = Field(*spec, "name");
+  if (name == nullptr) return Invalid(absl::StrCat(spec_path, ".name"), "required");
+  GANTRY_ASSIGN_OR_RETURN(std::string name_text, GetString(*name, absl::StrCat(spec_path, ".name")));
+  f->set_name(std::move(name_text));
+  if (const Value* description = Field(*spec, "description")) {
+    return Unsupported(absl::StrCat(spec_path, ".description"),
+                       "the model is not shown a format's description: put it in a message");
+  }
+  if (const Value* strict = Field(*spec, "strict")) {
+    GANTRY_ASSIGN_OR_RETURN(bool b, GetBool(*strict, absl::StrCat(spec_path, ".strict")));
+    f->set_strict(b);
+  }
+  const Value* schema = Field(*spec, "schema");
+  if (schema == nullptr) return Invalid(absl::StrCat(spec_path, ".schema"), "required: the output is constrained to it");
+  if (!schema->is_object()) return WrongType(absl::StrCat(spec_path, ".schema"), "an object", *schema);
+  f->set_schema_json(json::DumpCompact(*schema));
+  return CheckResponseFormat(*f, spec_path);
+}
+
+absl::Status CheckResponseFormat(const v1::ResponseFormat& f, absl::string_view path) {
+  if (f.type() != v1::OUTPUT_JSON_SCHEMA) {
+    if (!f.schema_json().empty() || !f.name().empty() || f.strict()) {
+      return Invalid(path, "name, schema and strict belong to type json_schema");
+    }
+    if (f.type() != v1::OUTPUT_TEXT && f.type() != v1::OUTPUT_JSON_OBJECT) {
+      return Unsupported(absl::StrCat(path, ".type"), "not a format Gantry knows");
+    }
+    return absl::OkStatus();
+  }
+  const std::string name_path = absl::StrCat(path, ".name");
+  if (f.name().empty() || f.name().size() > 64) return Invalid(name_path, "1 to 64 characters");
+  for (char c : f.name()) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') {
+      return Invalid(name_path, "only letters, digits, '_' and '-'");
+    }
+  }
+  const std::string schema_path = absl::StrCat(path, ".schema");
+  auto schema = json_schema::Schema::CompileText(f.schema_json());
+  if (!schema.ok()) return Invalid(schema_path, schema.status().message());
+  auto grammar = constrain::JsonGrammar::Compile(*std::move(schema), constrain::Fidelity::kExact);
+  if (!grammar.ok()) return Unsupported(schema_path, grammar.status().message());
   return absl::OkStatus();
 }
 

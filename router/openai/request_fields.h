@@ -63,6 +63,19 @@ absl::Status CheckFields(const json::Value& root, const std::vector<FieldRule>& 
 absl::Status CheckMembers(const json::Value& object, absl::string_view path,
                           std::initializer_list<absl::string_view> known);
 
+// OpenAI's output format into out->response_format: chat completions' response_format
+// (`nested`: {"type": "json_schema", "json_schema": {name, schema, strict}}) or the
+// Responses API's text.format ({"type": "json_schema", name, schema, strict}); "text",
+// "json_object" and "json_schema". `path` names the field in errors. The schema must
+// compile and be one the constraint engine enforces (CheckResponseFormat).
+absl::Status ParseResponseFormat(const json::Value& format, absl::string_view path, bool nested,
+                                 v1::InferenceRequest* out);
+// A ResponseFormat as the worker will run it (also a gRPC client's): fields that fit
+// its type, a name of 1-64 letters, digits, '_' or '-', and a schema that compiles and
+// whose every assertion worker/constrain enforces (unsupported_parameter naming
+// `path`.schema otherwise).
+absl::Status CheckResponseFormat(const v1::ResponseFormat& format, absl::string_view path);
+
 // The values both APIs implement of store (false), top_logprobs (0) and service_tier
 // ("auto", "default"); others are unsupported_parameter. `stored` names what Gantry
 // does not store ("completions", "responses").

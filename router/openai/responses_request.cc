@@ -220,7 +220,7 @@ const std::vector<FieldRule>& ResponsesFields() {
       {"temperature", nullptr},
       {"top_p", nullptr},
       {"reasoning", nullptr},
-      {"text", nullptr},              // format {"type": "text"}
+      {"text", nullptr},              // format: text, json_object, json_schema (constrained)
       {"metadata", nullptr},          // echoed in the response object
       {"store", nullptr},             // false: Gantry stores no responses
       {"prompt_cache_key", nullptr},  // the worker that served the key's last request
@@ -377,12 +377,8 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(absl::string_view body) {
       }
     }
     if (const Value* format = Field(*text, "format")) {
-      const Value* type = format->is_object() ? Field(*format, "type") : nullptr;
-      if (type == nullptr || !type->is_string()) return WrongType("text.format", "{\"type\": ...}", *format);
-      if (type->as_string() != "text") {
-        return Unsupported("text.format.type",
-                           absl::StrCat(Quoted(type->as_string()), " is not supported yet: only \"text\""));
-      }
+      GANTRY_RETURN_IF_ERROR(ParseResponseFormat(*format, "text.format", /*nested=*/false, &req));
+      result.echo.Set("text", *text);
     }
   }
   if (const Value* metadata = Field(root, "metadata")) {

@@ -295,10 +295,10 @@ Value ResponsesRenderer::ResponseJson() const {
   root.Set("temperature", Value());
   root.Set("top_p", Value());
   root.Set("metadata", Value::EmptyObject());
+  root.Set("text", json::Parse(R"({"format":{"type":"text"}})").value());
   for (const auto& member : echo_.members()) root.Set(member.first, member.second);
   root.Set("store", Value::Bool(false));
   root.Set("previous_response_id", Value());
-  root.Set("text", json::Parse(R"({"format":{"type":"text"}})").value());
   root.Set("truncation", Value::String("disabled"));
   if (finished_ && (status_ == "completed" || status_ == "incomplete" || status_ == "failed")) {
     root.Set("usage", UsageJsonResponses(terminal_.usage()));

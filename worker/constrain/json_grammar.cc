@@ -21,6 +21,8 @@ using Stack = JsonMatcher::Stack;
 constexpr int kMaxIntDigits = 18;
 constexpr int kMaxFracDigits = 20;
 constexpr int kMaxStepDepth = 32;  // alternatives followed without consuming a byte
+constexpr uint8_t kSpaced = 255;    // Frame::ws after a single space
+constexpr uint8_t kMaxLeading = 4;  // whitespace bytes before the root value
 
 __int128 Pow10(int n) {
   __int128 v = 1;
@@ -500,9 +502,23 @@ void JsonMatcher::Step(Stack s, uint8_t b, std::vector<Stack>* out, int depth) c
   const std::vector<Plan>& plans = grammar_->plans();
   Frame& f = s.back();
   const Plan& p = plans[f.plan];
+  // Whitespace where JSON allows it, as llama.cpp's schema grammars allow it: one space,
+  // or a newline and at most kMaxIndent spaces or tabs (f.ws: 0 none yet, 1 + the
+  // indentation after a newline, kSpaced after a space). A whitespace byte past that is
+  // refused, never taken as a value's first byte.
   auto take_ws = [&]() {
     if (!IsWs(b)) return false;
-    if (f.ws < kMaxWhitespace) {
+    if (s.size() == 1 && f.kind == kValue) {  // before the root value: a few of any kind
+      if (f.ws < kMaxLeading) {
+        ++f.ws;
+        out->push_back(std::move(s));
+      }
+      return true;
+    }
+    if (f.ws == 0 && (b == ' ' || b == '\n')) {
+      f.ws = b == ' ' ? kSpaced : 1;
+      out->push_back(std::move(s));
+    } else if (f.ws >= 1 && f.ws <= kMaxIndent && (b == ' ' || b == '\t')) {
       ++f.ws;
       out->push_back(std::move(s));
     }

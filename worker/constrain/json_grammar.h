@@ -4,8 +4,12 @@
 //
 // The language is a subset of JSON chosen so that every text the matcher accepts as
 // complete parses and validates against the schema:
-//   - whitespace: at most kMaxWhitespace bytes in a row, only where JSON allows it and
-//     never after the root value (only the end of the generation may follow);
+//   - whitespace: before the root value at most 4 bytes of any kind (the "\n\n" a
+//     model writes after its reasoning); inside it, where JSON allows it, one space or a
+//     newline and at most kMaxIndent spaces or tabs (as llama.cpp's JSON Schema
+//     grammars); never after the root value
+//     (only the end of the generation may follow): a model cannot spend its tokens on
+//     blank lines;
 //   - numbers: -?(0|[1-9][0-9]{0,17})(\.[0-9]{1,20})? (no exponent); an integer
 //     schema gets no fraction; the bounds (minimum, maximum and their exclusive forms)
 //     are checked on every prefix: a digit is allowed only when some completion still
@@ -51,7 +55,7 @@ namespace gantry::constrain {
 
 enum class Fidelity { kExact, kRelaxed };
 
-constexpr int kMaxWhitespace = 20;
+constexpr int kMaxIndent = 20;
 constexpr size_t kMaxStacks = 64;
 
 class JsonGrammar {
@@ -126,7 +130,7 @@ class JsonMatcher {
   struct Frame {
     uint8_t kind = 0;
     uint8_t phase = 0;
-    uint8_t ws = 0;                 // whitespace bytes in a row
+    uint8_t ws = 0;                 // the whitespace before the next token (json_grammar.cc)
     uint8_t esc = 0;                // strings: 1 after a backslash, 2..5 in a \u escape
     uint8_t need = 0;               // strings: UTF-8 continuation bytes to come
     uint8_t lo = 0x80, hi = 0xbf;   // strings: the next continuation byte's range
