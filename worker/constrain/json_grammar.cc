@@ -239,7 +239,7 @@ class Compiler {
 
 // ---- Matching.
 
-enum Kind : uint8_t { kValue, kObject, kArray, kString, kNumber, kLiteral, kKeyword };
+enum Kind : uint8_t { kValue, kObject, kArray, kString, kNumber, kLiteral, kKeyword, kSuffix };
 enum ObjectPhase : uint8_t { kObjOpen, kObjKey, kObjColon, kObjAfterValue, kObjNextKey };
 enum ArrayPhase : uint8_t { kArrOpen, kArrAfterItem, kArrNextItem };
 constexpr const char* kKeywords[] = {"true", "false", "null"};
@@ -493,8 +493,70 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::AnyObject() {
   return grammar;
 }
 
-JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar) : grammar_(std::move(grammar)) {
-  stacks_.push_back({ValueFrame(grammar_->root())});
+JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar, std::string suffix)
+    : grammar_(std::move(grammar)), suffix_(std::move(suffix)) {
+  Stack start;
+  if (!suffix_.empty()) {
+    Frame tail;
+    tail.kind = kSuffix;
+    tail.plan = grammar_->root();
+    start.push_back(tail);
+  }
+  start.push_back(ValueFrame(grammar_->root()));
+  stacks_.push_back(std::move(start));
+}
+
+namespace {
+
+// Each "$ref": "#..." in `schema` made relative to `base` ("#/anyOf/3/..."), so that a
+// tool's parameters keep their meaning inside the call's schema.
+void Rebase(json::Value* schema, const std::string& base) {
+  if (schema->is_array()) {
+    for (json::Value& item : schema->items()) Rebase(&item, base);
+    return;
+  }
+  if (!schema->is_object()) return;
+  for (auto& [key, value] : schema->members()) {
+    if (key == "$ref" && value.is_string() && !value.as_string().empty() && value.as_string()[0] == '#') {
+      value = json::Value::String(base + value.as_string().substr(1));
+    } else {
+      Rebase(&value, base);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const JsonGrammar>> JsonGrammar::ForToolCall(const std::vector<Tool>& tools,
+                                                                            Fidelity fidelity) {
+  json::Value branches = json::Value::EmptyArray();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    json::Value parameters = json::Value::EmptyObject();
+    if (tools[i].parameters_json.empty()) {
+      parameters.Set("type", json::Value::String("object"));
+    } else {
+      GANTRY_ASSIGN_OR_RETURN(parameters, json::Parse(tools[i].parameters_json));
+      Rebase(&parameters, absl::StrCat("#/anyOf/", i, "/properties/arguments"));
+    }
+    json::Value name = json::Value::EmptyObject();
+    name.Set("const", json::Value::String(tools[i].name));
+    json::Value properties = json::Value::EmptyObject();
+    properties.Set("name", std::move(name));
+    properties.Set("arguments", std::move(parameters));
+    json::Value required = json::Value::EmptyArray();
+    required.Append(json::Value::String("name"));
+    required.Append(json::Value::String("arguments"));
+    json::Value call = json::Value::EmptyObject();
+    call.Set("type", json::Value::String("object"));
+    call.Set("properties", std::move(properties));
+    call.Set("required", std::move(required));
+    call.Set("additionalProperties", json::Value::Bool(false));
+    branches.Append(std::move(call));
+  }
+  json::Value root = json::Value::EmptyObject();
+  root.Set("anyOf", std::move(branches));
+  GANTRY_ASSIGN_OR_RETURN(json_schema::Schema schema, json_schema::Schema::Compile(root));
+  return Compile(std::move(schema), fidelity);
 }
 
 void JsonMatcher::Step(Stack s, uint8_t b, std::vector<Stack>* out, int depth) const {
@@ -572,6 +634,15 @@ void JsonMatcher::Step(Stack s, uint8_t b, std::vector<Stack>* out, int depth) c
       } else {
         return;
       }
+      out->push_back(std::move(s));
+      return;
+    }
+    case kSuffix: {
+      if (f.buf.empty() && take_ws()) return;
+      if (f.buf.size() >= suffix_.size() || b != static_cast<uint8_t>(suffix_[f.buf.size()])) return;
+      f.buf.push_back(static_cast<char>(b));
+      f.ws = 0;
+      if (f.buf.size() == suffix_.size()) return done();
       out->push_back(std::move(s));
       return;
     }

@@ -67,6 +67,18 @@ class JsonGrammar {
   // JSON mode (response_format json_object): any object.
   static std::shared_ptr<const JsonGrammar> AnyObject();
 
+  // One function call of a hermes-style envelope: {"name": N, "arguments": A} where N is
+  // one of `tools` (name, parameters as JSON text; "" for any object) and A validates
+  // against that tool's parameters (their local $refs rewritten to stay local), with
+  // `fidelity` for what those schemas assert. Errors: a parameters text that is not a
+  // schema (invalid_request), or, kExact, what Compile refuses.
+  struct Tool {
+    std::string name;
+    std::string parameters_json;
+  };
+  static absl::StatusOr<std::shared_ptr<const JsonGrammar>> ForToolCall(const std::vector<Tool>& tools,
+                                                                        Fidelity fidelity);
+
   // The schema the grammar was compiled from (the `true` schema for AnyObject).
   const json_schema::Schema& schema() const { return schema_; }
 
@@ -109,7 +121,9 @@ class JsonGrammar {
 // leave possible (one, unless an anyOf has not been decided yet).
 class JsonMatcher {
  public:
-  explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar);
+  // `suffix`: bytes that must follow the value (after at most one space or a newline
+  // and indentation) before it is complete, e.g. "</tool_call>".
+  explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar, std::string suffix = "");
 
   // Advances by one byte. False (and the matcher unchanged) when no stack accepts it.
   bool Feed(uint8_t byte);
@@ -147,6 +161,7 @@ class JsonMatcher {
   void Step(Stack stack, uint8_t byte, std::vector<Stack>* out, int depth) const;
   void AppendStackKey(const Stack& stack, std::string* key) const;
   std::shared_ptr<const JsonGrammar> grammar_;
+  std::string suffix_;
   std::vector<Stack> stacks_;
 };
 

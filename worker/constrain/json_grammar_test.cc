@@ -188,6 +188,36 @@ TEST(JsonGrammarTest, JsonModeIsAnyObject) {
   EXPECT_FALSE(Prefix(g, "\"x\""));
 }
 
+// A hermes call: one of the advertised names, that tool's arguments, then the envelope's
+// end.
+TEST(JsonGrammarTest, ToolCallsNameAnAdvertisedToolWithItsArgumentsThenTheEnvelopesEnd) {
+  auto g = *JsonGrammar::ForToolCall(
+      {{"bash", R"({"type":"object","properties":{"command":{"type":"string"}},"required":["command"]})"},
+       {"todo", R"({"$defs":{"item":{"type":"object","properties":{"done":{"type":"boolean"}},
+                    "required":["done"],"additionalProperties":false}},
+                    "type":"object","properties":{"items":{"type":"array","items":{"$ref":"#/$defs/item"}}},
+                    "required":["items"]})"},
+       {"get_goal", ""}},
+      Fidelity::kRelaxed);
+  auto whole = [&](const std::string& text) {
+    JsonMatcher m(g, "</tool_call>");
+    return m.Feed(text) && m.Complete();
+  };
+  auto prefix = [&](const std::string& text) {
+    JsonMatcher m(g, "</tool_call>");
+    return m.Feed(text);
+  };
+  EXPECT_TRUE(whole("\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>"));
+  EXPECT_TRUE(whole(R"({"arguments":{"items":[{"done":true}]},"name":"todo"}</tool_call>)"));
+  EXPECT_TRUE(whole(R"({"name":"get_goal","arguments":{}} </tool_call>)"));
+  EXPECT_FALSE(prefix(R"({"name":"rm")"));                             // not advertised
+  EXPECT_FALSE(prefix(R"({"name":"bash","arguments":{"command":1)"));  // that tool's schema
+  EXPECT_FALSE(prefix(R"({"name":"todo","arguments":{"items":[{"done":1)"));  // its $ref, rebased
+  EXPECT_FALSE(prefix(R"({"name":"bash","arguments":{"command":"ls"},"id":)"));  // no other keys
+  EXPECT_FALSE(whole(R"({"name":"bash","arguments":{"command":"ls"}})"));       // the end is due
+  EXPECT_FALSE(prefix(R"({"name":"bash","arguments":{"command":"ls"}}</tool_call> )"));
+}
+
 // A random text the matcher accepts as whole: each byte drawn among those it allows,
 // structural ones favoured so that values end. "" when it did not end in `max` bytes;
 // "<dead end>" when the matcher allowed nothing before the value was whole.

@@ -182,15 +182,17 @@ const TokenBits& MaskCache::Get(const Vocabulary& vocabulary, uint64_t grammar_i
 }
 
 Constraint::Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const JsonGrammar> grammar,
-                       uint64_t grammar_id, MaskCache* cache, std::vector<int32_t> stop_ids, std::string trigger)
+                       uint64_t grammar_id, MaskCache* cache, std::vector<int32_t> stop_ids, std::string trigger,
+                       std::string suffix)
     : vocabulary_(std::move(vocabulary)),
       grammar_(std::move(grammar)),
       grammar_id_(grammar_id),
       cache_(cache),
       stop_ids_(std::move(stop_ids)),
       trigger_(std::move(trigger)),
+      suffix_(std::move(suffix)),
       active_(trigger_.empty()),
-      matcher_(grammar_) {}
+      matcher_(grammar_, suffix_) {}
 
 const TokenBits* Constraint::Allowed() {
   if (!active_) return nullptr;
@@ -221,6 +223,7 @@ absl::Status Constraint::Accept(int32_t token) {
     if (!matcher_.Feed(rest)) {
       return ReasonError("invalid_output", "the output after the constraint's start does not fit its grammar");
     }
+    Ended();
     return absl::OkStatus();
   }
   if (std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end() && matcher_.Complete()) {
@@ -229,7 +232,16 @@ absl::Status Constraint::Accept(int32_t token) {
   if (bytes.empty() || vocabulary_->special(token) || !matcher_.Feed(bytes)) {
     return ReasonError("invalid_output", absl::StrCat("token ", token, " does not fit the constrained output"));
   }
+  Ended();
   return absl::OkStatus();
+}
+
+void Constraint::Ended() {
+  if (suffix_.empty() || !matcher_.Complete()) return;
+  // The call's envelope is closed: free text until the next trigger.
+  ++completed_;
+  active_ = false;
+  matcher_ = JsonMatcher(grammar_, suffix_);
 }
 
 }  // namespace gantry::constrain

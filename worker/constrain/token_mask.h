@@ -104,12 +104,16 @@ class MaskCache {
 };
 
 // One generation's constraint. Inactive until `trigger` has appeared in the output
-// (immediately when it is empty); then every token must extend the grammar's value,
-// and once the value is complete only a stop token may follow.
+// (immediately when it is empty); then every token must extend the grammar's value.
+// Without a `suffix`, once the value is complete only a stop token may follow. With
+// one (a tool call's envelope: trigger "<tool_call>", suffix "</tool_call>"), the value
+// and then the suffix are constrained, after which the output is free again until the
+// next trigger (a lazy grammar, as llama.cpp's for tool calls).
 class Constraint {
  public:
   Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared_ptr<const JsonGrammar> grammar,
-             uint64_t grammar_id, MaskCache* cache, std::vector<int32_t> stop_ids, std::string trigger = "");
+             uint64_t grammar_id, MaskCache* cache, std::vector<int32_t> stop_ids, std::string trigger = "",
+             std::string suffix = "");
 
   // The tokens allowed next, or nullptr while inactive (any token).
   const TokenBits* Allowed();
@@ -122,16 +126,22 @@ class Constraint {
   bool complete() const { return active_ && matcher_.Complete(); }
   // Whether it waited for a trigger.
   bool started_late() const { return !trigger_.empty(); }
+  // Values completed (with a suffix: calls constrained from trigger to suffix).
+  int completed() const { return completed_; }
   const JsonGrammar& grammar() const { return *grammar_; }
 
  private:
+  // After a value: with a suffix, back to waiting for the trigger.
+  void Ended();
   std::shared_ptr<const Vocabulary> vocabulary_;
   std::shared_ptr<const JsonGrammar> grammar_;
   const uint64_t grammar_id_;
   MaskCache* cache_;
   std::vector<int32_t> stop_ids_;
   const std::string trigger_;
+  const std::string suffix_;
   bool active_;
+  int completed_ = 0;
   std::string tail_;  // while inactive: the output's last bytes, to find the trigger
   JsonMatcher matcher_;
   TokenBits allowed_;

@@ -120,6 +120,38 @@ TEST(TokenMaskTest, ATriggerStartsTheConstraintWithTheBytesAfterIt) {
   EXPECT_TRUE(split.active());
 }
 
+// Lazy: free text, then "<tool_call>" starts the grammar, "</tool_call>" ends it, and
+// the text is free again until the next call.
+TEST(TokenMaskTest, AToolCallIsConstrainedFromItsTriggerToItsEnd) {
+  std::vector<std::string> bytes = SmallVocabulary();
+  const int32_t open = static_cast<int32_t>(bytes.size());
+  bytes.push_back("<tool_call>");
+  const int32_t close = open + 1;
+  bytes.push_back("</tool_call>");
+  const int32_t call = open + 2;
+  bytes.push_back("{\"name\": \"f\", \"arguments\": {}}");
+  std::vector<bool> special(bytes.size(), false);
+  special[0] = true;
+  auto vocab = std::make_shared<const Vocabulary>(bytes, special);
+  auto g = *JsonGrammar::ForToolCall({{"f", ""}}, Fidelity::kRelaxed);
+  MaskCache cache;
+  Constraint c(vocab, g, 4, &cache, {0}, "<tool_call>", "</tool_call>");
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(c.Allowed(), nullptr);  // free text, the stop token included
+    ASSERT_TRUE(c.Accept(12).ok());   // "a"
+    ASSERT_TRUE(c.Accept(open).ok());
+    ASSERT_TRUE(c.active());
+    EXPECT_FALSE(Allows(*c.Allowed(), 0));      // no stop inside a call
+    EXPECT_FALSE(Allows(*c.Allowed(), close));  // nor its end before the value
+    ASSERT_TRUE(c.Accept(call).ok());
+    EXPECT_TRUE(Allows(*c.Allowed(), close));
+    EXPECT_FALSE(Allows(*c.Allowed(), 0));
+    ASSERT_TRUE(c.Accept(close).ok());
+    EXPECT_FALSE(c.active());
+    EXPECT_EQ(c.completed(), round + 1);
+  }
+}
+
 TEST(TokenMaskTest, TheCacheStaysWithinItsBytes) {
   auto vocab = std::make_shared<const Vocabulary>(SmallVocabulary());
   auto g = G(R"({"type":"string","maxLength":100})");

@@ -21,6 +21,7 @@ namespace {
 struct Answer {
   std::string text;
   v1::Terminal terminal;
+  std::vector<v1::ToolCallRef> calls;
 };
 
 class ConstrainedOutputTest : public ::testing::Test {
@@ -31,6 +32,11 @@ class ConstrainedOutputTest : public ::testing::Test {
     auto loaded = LoadedBundle::Load(*dir);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     bundle_ = loaded->release();
+    auto tools_dir = TestBundleDirForTest(true);
+    ASSERT_TRUE(tools_dir.ok()) << tools_dir.status();
+    auto with_tools = LoadedBundle::Load(*tools_dir);
+    ASSERT_TRUE(with_tools.ok()) << with_tools.status();
+    tools_bundle_ = with_tools->release();
   }
 
   static v1::InferenceRequest Request(uint64_t seed, const v1::ResponseFormat& format, uint32_t max_tokens) {
@@ -48,13 +54,15 @@ class ConstrainedOutputTest : public ::testing::Test {
   }
 
   // Every request at once through one engine (continuous batching), to their ends.
-  static std::vector<Answer> RunAll(const std::vector<v1::InferenceRequest>& requests) {
-    Engine engine(bundle_->serving(), 512, /*slots=*/16);
+  static std::vector<Answer> RunAll(const std::vector<v1::InferenceRequest>& requests,
+                                    const ServingBundle* serving = nullptr) {
+    Engine engine(serving ? *serving : bundle_->serving(), 512, /*slots=*/16);
     std::vector<Answer> answers(requests.size());
     static std::atomic<bool> no{false};
     for (size_t i = 0; i < requests.size(); ++i) {
       engine.Add(requests[i], &no, [&answers, i](v1::StreamEvent e, uint32_t) {
         if (e.has_text()) answers[i].text += e.text().text();
+        if (e.has_tool_call()) answers[i].calls.push_back(e.tool_call().call());
         if (e.has_terminal()) answers[i].terminal = e.terminal();
       });
     }
@@ -71,9 +79,11 @@ class ConstrainedOutputTest : public ::testing::Test {
   }
 
   static LoadedBundle* bundle_;
+  static LoadedBundle* tools_bundle_;  // declares hermes_json
 };
 
 LoadedBundle* ConstrainedOutputTest::bundle_ = nullptr;
+LoadedBundle* ConstrainedOutputTest::tools_bundle_ = nullptr;
 
 bool ParsesAndValidates(const std::string& text, const json_schema::Schema& schema) {
   auto value = json::Parse(text);
@@ -147,6 +157,50 @@ TEST_F(ConstrainedOutputTest, JsonModeAnswersAreObjectsAndBatchedEqualsAlone) {
     ++objects;
   }
   EXPECT_GE(objects, 3);  // 4 of these 24 seeds end today
+}
+
+// Tool calls (hermes_json) are constrained from "<tool_call>" on: a random model pushed
+// to start calls (logit_bias on the token) writes calls that validate, where the same
+// seeds without the grammar never finish one.
+TEST_F(ConstrainedOutputTest, SampledToolCallsStayOnTheAdvertisedSchemas) {
+  const tokenizer::Tokenizer& tok = *tools_bundle_->serving().tokenizer;
+  auto open = tok.TokenId("<tool_call>");
+  ASSERT_TRUE(open.has_value());
+  std::vector<v1::InferenceRequest> requests;
+  for (int seed = 1; seed <= 40; ++seed) {
+    v1::InferenceRequest r = Request(seed, v1::ResponseFormat(), 150);
+    v1::ToolDefinition* weather = r.add_tools();
+    weather->set_name("get_weather");
+    weather->set_parameters_json(R"({"type":"object","properties":{"city":{"type":"string","maxLength":10},
+        "unit":{"enum":["c","f"]},"days":{"type":"integer","minimum":1,"maximum":7}},
+        "required":["city"],"additionalProperties":false})");
+    v1::ToolDefinition* goal = r.add_tools();
+    goal->set_name("get_goal");
+    goal->set_parameters_json(R"({"type":"object","properties":{"id":{"type":"integer","minimum":0,"maximum":99}},
+        "additionalProperties":false})");
+    (*r.mutable_sampling()->mutable_logit_bias())[*open] = 12.0f;
+    requests.push_back(r);
+  }
+  // A call the output cap cuts is an error either way (never a partial call): only the
+  // calls that end are the grammar's to keep valid.
+  auto cut = [](const Answer& a) { return a.terminal.usage().completion_tokens() >= 150; };
+  int with_calls = 0;
+  for (const Answer& a : RunAll(requests, &tools_bundle_->serving())) {
+    if (!cut(a)) {
+      EXPECT_NE(a.terminal.finish_reason(), v1::FINISH_ERROR) << a.terminal.status().message() << "\n" << a.text;
+    }
+    with_calls += !a.calls.empty();
+    for (const v1::ToolCallRef& call : a.calls) {
+      EXPECT_TRUE(call.name() == "get_weather" || call.name() == "get_goal") << call.name();
+      EXPECT_TRUE(json::Parse(call.arguments_json()).ok());
+    }
+  }
+  EXPECT_GE(with_calls, 20);
+  ServingBundle unconstrained = tools_bundle_->serving();
+  unconstrained.constrain_tool_calls = false;
+  int free_calls = 0;  // without the grammar a started call is noise: it never ends valid
+  for (const Answer& a : RunAll(requests, &unconstrained)) free_calls += !a.calls.empty();
+  EXPECT_LE(free_calls, 2);
 }
 
 TEST_F(ConstrainedOutputTest, ASchemaTheEngineCannotEnforceIsRefusedBeforeGeneration) {

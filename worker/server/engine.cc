@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -96,34 +97,59 @@ struct Engine::Constraints {
   };
   std::shared_ptr<const constrain::Vocabulary> vocabulary;
   constrain::MaskCache masks;
-  std::map<std::string, Compiled> grammars;
+  std::map<std::string, Compiled> grammars;  // by SHA-256 of what was compiled
   uint64_t next_id = 1;
 
-  absl::StatusOr<std::unique_ptr<constrain::Constraint>> For(const v1::ResponseFormat& format,
-                                                             const ServingBundle& bundle, std::string trigger) {
+  using Compile = std::function<absl::StatusOr<std::shared_ptr<const constrain::JsonGrammar>>()>;
+  absl::StatusOr<std::unique_ptr<constrain::Constraint>> Make(const ServingBundle& bundle, const std::string& what,
+                                                              const Compile& compile, std::string trigger,
+                                                              std::string suffix) {
     if (vocabulary == nullptr) {
       vocabulary = bundle.vocabulary ? bundle.vocabulary : constrain::Vocabulary::FromTokenizer(*bundle.tokenizer);
     }
-    const std::string key = absl::StrCat(static_cast<int>(format.type()), ":", format.schema_json());
+    const std::string key = Sha256Hex(what);
     auto it = grammars.find(key);
     if (it == grammars.end()) {
-      std::shared_ptr<const constrain::JsonGrammar> grammar;
-      if (format.type() == v1::OUTPUT_JSON_OBJECT) {
-        grammar = constrain::JsonGrammar::AnyObject();
-      } else if (format.type() == v1::OUTPUT_JSON_SCHEMA) {
-        auto schema = json_schema::Schema::CompileText(format.schema_json());
-        if (!schema.ok()) return WithParam(schema.status(), "response_format.json_schema.schema");
-        auto compiled = constrain::JsonGrammar::Compile(*std::move(schema), constrain::Fidelity::kExact);
-        if (!compiled.ok()) return WithParam(compiled.status(), "response_format.json_schema.schema");
-        grammar = *std::move(compiled);
-      } else {
-        return WithParam(ReasonError("unsupported_parameter", "unknown response_format type"), "response_format.type");
-      }
+      GANTRY_ASSIGN_OR_RETURN(std::shared_ptr<const constrain::JsonGrammar> grammar, compile());
       if (grammars.size() >= kMaxGrammars) grammars.clear();
       it = grammars.emplace(key, Compiled{std::move(grammar), next_id++}).first;
     }
     return std::make_unique<constrain::Constraint>(vocabulary, it->second.grammar, it->second.id, &masks,
-                                                   bundle.stop_ids, std::move(trigger));
+                                                   bundle.stop_ids, std::move(trigger), std::move(suffix));
+  }
+
+  // A response_format's value: from the first token, or after `trigger`.
+  absl::StatusOr<std::unique_ptr<constrain::Constraint>> For(const v1::ResponseFormat& format,
+                                                             const ServingBundle& bundle, std::string trigger) {
+    auto compile = [&format]() -> absl::StatusOr<std::shared_ptr<const constrain::JsonGrammar>> {
+      if (format.type() == v1::OUTPUT_JSON_OBJECT) return constrain::JsonGrammar::AnyObject();
+      if (format.type() != v1::OUTPUT_JSON_SCHEMA) {
+        return WithParam(ReasonError("unsupported_parameter", "unknown response_format type"), "response_format.type");
+      }
+      auto schema = json_schema::Schema::CompileText(format.schema_json());
+      if (!schema.ok()) return WithParam(schema.status(), "response_format.json_schema.schema");
+      auto compiled = constrain::JsonGrammar::Compile(*std::move(schema), constrain::Fidelity::kExact);
+      if (!compiled.ok()) return WithParam(compiled.status(), "response_format.json_schema.schema");
+      return compiled;
+    };
+    return Make(bundle, absl::StrCat("format\0", static_cast<int>(format.type()), "\0", format.schema_json()),
+                compile, std::move(trigger), "");
+  }
+
+  // The hermes_json envelope's calls of the request's tools (only the named one under
+  // a named tool_choice), each from "<tool_call>" to "</tool_call>". Tool schemas are
+  // relaxed: what the grammar does not enforce, the validator after it does.
+  absl::StatusOr<std::unique_ptr<constrain::Constraint>> ForToolCalls(const v1::InferenceRequest& request,
+                                                                      const ServingBundle& bundle) {
+    std::vector<constrain::JsonGrammar::Tool> tools;
+    std::string what = "hermes_json";
+    for (const auto& t : request.tools()) {
+      if (request.tool_choice() == v1::TOOL_CHOICE_NAMED && t.name() != request.tool_choice_name()) continue;
+      tools.push_back({t.name(), t.parameters_json()});
+      absl::StrAppend(&what, "\0", t.name(), "\0", t.parameters_json());
+    }
+    auto compile = [&tools]() { return constrain::JsonGrammar::ForToolCall(tools, constrain::Fidelity::kRelaxed); };
+    return Make(bundle, what, compile, "<tool_call>", "</tool_call>");
   }
 };
 
@@ -334,8 +360,25 @@ bool Engine::Sequence::Admit(int capacity, Constraints* constraints) {
                                          "response_format"));
       return false;
     }
-    auto constraint = constraints->For(request_.response_format(), bundle_,
-                                       parser_options.starts_in_reasoning ? "</think>" : "");
+    if (request_.stop_size() > 0) {  // a stop string would cut the value it promised
+      Finish(v1::FINISH_ERROR, WithParam(ReasonError("unsupported_parameter",
+                                                     "stop strings cannot end a response_format's value"),
+                                         "stop"));
+      return false;
+    }
+    // From the first token: a prompt that seems to open a reasoning section may do so
+    // only through the client's text (a red team's "<think>" in a message switched the
+    // constraint off), so the value is never waited for.
+    auto constraint = constraints->For(request_.response_format(), bundle_, "");
+    if (!constraint.ok()) {
+      Finish(v1::FINISH_ERROR, constraint.status());
+      return false;
+    }
+    constraint_ = std::move(*constraint);
+  } else if (request_.tools_size() > 0 && *protocol == toolcall::ToolProtocol::kHermesJson &&
+             request_.tool_choice() != v1::TOOL_CHOICE_NONE && bundle_.constrain_tool_calls && !bundle_.script) {
+    // (The scripted test double forces its calls: they meet the validator alone.)
+    auto constraint = constraints->ForToolCalls(request_, bundle_);
     if (!constraint.ok()) {
       Finish(v1::FINISH_ERROR, constraint.status());
       return false;
@@ -506,7 +549,7 @@ void Engine::Sequence::Decide(const std::vector<float>& logits) {
 // The answer under a response_format, checked again: the constraint's value is whole,
 // it parses, and it validates against the schema.
 absl::Status Engine::Sequence::CheckFormat() const {
-  if (!constraint_->complete()) {
+  if (constraint_ == nullptr || !constraint_->complete()) {
     return ReasonError("invalid_output", "the answer ended before its JSON value was complete");
   }
   absl::string_view answer = text_;
@@ -537,7 +580,9 @@ void Engine::Sequence::Conclude(v1::FinishReason reason, bool hit_stop_string) {
     calls_status_ = calls_->Finish(&out_);
     EmitAll();
   }
-  if (calls_status_.ok() && reason == v1::FINISH_STOP && constraint_) calls_status_ = CheckFormat();
+  if (calls_status_.ok() && reason == v1::FINISH_STOP && request_.response_format().type() != v1::OUTPUT_TEXT) {
+    calls_status_ = CheckFormat();
+  }
   timings_.set_decode_us(MicrosSince(decode_start_));
   if (reason == v1::FINISH_CANCELLED) {
     Finish(reason, ReasonError("cancelled", "the request was cancelled"));

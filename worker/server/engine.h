@@ -25,14 +25,15 @@
 // tokens parsed and the client's text kept as text (tokenizer-svc/conversation/prompt.h);
 // check prompt + max_tokens against a sequence's capacity (context_length_exceeded);
 // compile a response_format's schema (unsupported_parameter for an assertion the
-// constraint engine cannot enforce; response_format with tools is refused so too, until
-// tool calls have their grammar). Then a slot and a cache that starts with the longest prefix of the prompt the pool
+// constraint engine cannot enforce; response_format with tools is refused so too);
+// with hermes_json tools, a lazy grammar for each call from "<tool_call>" to
+// "</tool_call>" (the tool schemas relaxed: the validator after it stays). Then a slot and a cache that starts with the longest prefix of the prompt the pool
 // holds for the same principal (never another principal's: blocks are keyed by their
 // tenant), shared or copied; that prefix is reused (cached_prompt_tokens). A
 // sequence generates until EOS, a stop string, max_tokens, an invalid tool call, or
 // cancellation. Under a response_format every token is drawn from the constraint's
-// mask (worker/constrain/token_mask.h; from the end of the reasoning when the prompt
-// opened it), a stop token only once the value is whole, and an answer that ends
+// mask (worker/constrain/token_mask.h; from the first token, stop strings refused),
+// a stop token only once the value is whole, and an answer that ends
 // (FINISH_STOP) is parsed and validated again: a failure is invalid_output. Cancellation is which is read before every step the sequence takes part in (a cancel
 // lands within one chunk or one decode step).
 //
@@ -82,6 +83,9 @@ struct ServingBundle {
   // The tokenizer's vocabulary as bytes, for constrained output (response_format).
   // Null: the engine builds it from `tokenizer` when first needed.
   std::shared_ptr<const constrain::Vocabulary> vocabulary;
+  // Keep hermes_json tool calls on their grammar while the model writes them (lazily,
+  // from "<tool_call>"). False only to measure what the grammar saves (tests, benches).
+  bool constrain_tool_calls = true;
 };
 
 enum class SequenceState { kWaiting, kPrefilling, kDecoding, kFinished };
