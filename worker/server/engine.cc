@@ -91,6 +91,8 @@ SequenceState NextSequenceState(SequenceState state, SequenceEvent event) {
 // states, shared by every sequence of the engine.
 struct Engine::Constraints {
   static constexpr size_t kMaxGrammars = 256;
+  static constexpr size_t kMaxCompiledBytes = size_t{16} << 20;
+  size_t compiled_bytes = 0;
   struct Compiled {
     std::shared_ptr<const constrain::JsonGrammar> grammar;
     uint64_t id;
@@ -111,7 +113,13 @@ struct Engine::Constraints {
     auto it = grammars.find(key);
     if (it == grammars.end()) {
       GANTRY_ASSIGN_OR_RETURN(std::shared_ptr<const constrain::JsonGrammar> grammar, compile());
-      if (grammars.size() >= kMaxGrammars) grammars.clear();
+      // Bounded by count and by the schema text compiled (a red team kept 35 MB per 8 MB
+      // enum): past either, the cache starts over.
+      if (grammars.size() >= kMaxGrammars || compiled_bytes + what.size() > kMaxCompiledBytes) {
+        grammars.clear();
+        compiled_bytes = 0;
+      }
+      compiled_bytes += what.size();
       it = grammars.emplace(key, Compiled{std::move(grammar), next_id++}).first;
     }
     return std::make_unique<constrain::Constraint>(vocabulary, it->second.grammar, it->second.id, &masks,
@@ -304,7 +312,13 @@ bool Engine::Sequence::Admit(int capacity, Constraints* constraints) {
     parser_options.starts_in_reasoning = parser_options.reasoning && open != std::string::npos &&
                                          built->text.find("</think>", open) == std::string::npos;
   }
-  auto calls = toolcall::ToolCallStream::Create(*protocol, request_, parser_options);
+  // Under a response_format the answer is the value: no reasoning or call markup is
+  // looked for in it (a red team's "<think>" inside a JSON string split the answer).
+  const bool formatted = request_.response_format().type() != v1::OUTPUT_TEXT;
+  if (formatted) parser_options.reasoning = parser_options.starts_in_reasoning = false;
+  auto calls = toolcall::ToolCallStream::Create(formatted && request_.tools_size() == 0 ? toolcall::ToolProtocol::kNone
+                                                                                         : *protocol,
+                                                request_, parser_options);
   if (!calls.ok()) {
     Finish(v1::FINISH_ERROR, calls.status());
     return false;
