@@ -91,6 +91,9 @@ SequenceState NextSequenceState(SequenceState state, SequenceEvent event) {
 // states, shared by every sequence of the engine.
 struct Engine::Constraints {
   static constexpr size_t kMaxGrammars = 256;
+  // Between the parts of what a grammar is compiled from (a NUL: no name or schema
+  // text holds one, so two different tool sets never share a key).
+  static constexpr absl::string_view kSep{"\0", 1};
   static constexpr size_t kMaxCompiledBytes = size_t{16} << 20;
   size_t compiled_bytes = 0;
   struct Compiled {
@@ -140,7 +143,7 @@ struct Engine::Constraints {
       if (!compiled.ok()) return WithParam(compiled.status(), "response_format.json_schema.schema");
       return compiled;
     };
-    return Make(bundle, absl::StrCat("format\0", static_cast<int>(format.type()), "\0", format.schema_json()),
+    return Make(bundle, absl::StrCat("format", kSep, static_cast<int>(format.type()), kSep, format.schema_json()),
                 compile, std::move(trigger), "");
   }
 
@@ -154,7 +157,7 @@ struct Engine::Constraints {
     for (const auto& t : request.tools()) {
       if (request.tool_choice() == v1::TOOL_CHOICE_NAMED && t.name() != request.tool_choice_name()) continue;
       tools.push_back({t.name(), t.parameters_json()});
-      absl::StrAppend(&what, "\0", t.name(), "\0", t.parameters_json());
+      absl::StrAppend(&what, kSep, t.name(), kSep, t.parameters_json());
     }
     auto compile = [&tools]() { return constrain::JsonGrammar::ForToolCall(tools, constrain::Fidelity::kRelaxed); };
     return Make(bundle, what, compile, "<tool_call>", "</tool_call>");
