@@ -196,11 +196,11 @@ Constraint::Constraint(std::shared_ptr<const Vocabulary> vocabulary, std::shared
 
 const TokenBits* Constraint::Allowed() {
   if (!active_) return nullptr;
-  allowed_ = cache_->Get(*vocabulary_, grammar_id_, matcher_);
-  if (matcher_.Complete()) {
-    for (int32_t id : stop_ids_) {
-      if (id >= 0 && id < vocabulary_->size()) allowed_[id / 64] |= uint64_t{1} << (id % 64);
-    }
+  const TokenBits& cached = cache_->Get(*vocabulary_, grammar_id_, matcher_);
+  if (!matcher_.Complete()) return &cached;  // valid until the cache's next Get
+  allowed_ = cached;  // the stop tokens are added to a copy, never to the cached mask
+  for (int32_t id : stop_ids_) {
+    if (id >= 0 && id < vocabulary_->size()) allowed_[id / 64] |= uint64_t{1} << (id % 64);
   }
   return &allowed_;
 }

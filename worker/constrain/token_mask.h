@@ -115,7 +115,8 @@ class Constraint {
              uint64_t grammar_id, MaskCache* cache, std::vector<int32_t> stop_ids, std::string trigger = "",
              std::string suffix = "");
 
-  // The tokens allowed next, or nullptr while inactive (any token).
+  // The tokens allowed next, or nullptr while inactive (any token). Valid until the next
+  // call of Allowed() on any Constraint sharing the cache.
   const TokenBits* Allowed();
   // The token drawn. Errors: INVALID_ARGUMENT "invalid_output" when the grammar refuses
   // it (a token drawn outside the mask, or the bytes after the trigger in the token
